@@ -1,0 +1,94 @@
+"""The cost model, in one place: node energy by busy GPUs, price and PUE, and tardiness.
+
+The simulator's bookkeeping, the policies' estimates and the independent recomputation from
+`segments.csv` all call these functions, so they cannot disagree on the formulas.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from .model import Cluster, Job, Segment
+
+
+def tardiness_cost(weight: float, completion: float, due: float) -> float:
+    """EUR owed for finishing after the due date: weight × max(0, completion − due)."""
+    return weight * max(0.0, completion - due)
+
+
+def run_energy_cost(cluster: Cluster, gpu_type: str, gpus: int, seconds: float) -> float:
+    """EUR for running `seconds` on `gpus` GPUs of a node of `gpu_type`, alone on that node.
+
+    This is the estimate policies use to rank configurations: the job's node draws
+    node_power_w[gpus-1] for the whole run.
+    """
+    return cluster.gpu_types[gpu_type].power_w(gpus) * seconds * cluster.eur_per_joule()
+
+
+@dataclass(frozen=True)
+class CostBreakdown:
+    """Costs recomputed from segments: totals and per-job shares (EUR)."""
+
+    energy_cost: float
+    tardiness_cost: float
+    energy_joules: float
+    job_energy_cost: Mapping[str, float]
+    job_tardiness_cost: Mapping[str, float]
+    completion: Mapping[str, float]
+
+    @property
+    def total_cost(self) -> float:
+        return self.energy_cost + self.tardiness_cost
+
+
+def account_segments(cluster: Cluster, jobs: Iterable[Job],
+                     segments: Iterable[Segment]) -> CostBreakdown:
+    """Recompute every cost from the segments alone.
+
+    For each node, the busy-GPU count is piecewise constant between segment boundaries; over
+    each piece the node draws node_power_w[b-1] and each job on it pays the share gpus/b.
+    A job's completion is the end of its last run segment.
+    """
+    by_node: dict[str, list[Segment]] = defaultdict(list)
+    completion: dict[str, float] = {}
+    for seg in segments:
+        by_node[seg.node].append(seg)
+        if seg.phase == "run":
+            completion[seg.job_id] = max(completion.get(seg.job_id, 0.0), seg.end)
+    types = {n.name: cluster.gpu_types[n.gpu_type] for n in cluster.nodes}
+    eur_per_j = cluster.eur_per_joule()
+    job_joules: dict[str, float] = defaultdict(float)
+    total_joules = 0.0
+    for node, segs in by_node.items():
+        # Sweep line over segment boundaries; ends sort before starts at the same instant.
+        events = sorted([(s.start, 1, i) for i, s in enumerate(segs)]
+                        + [(s.end, 0, i) for i, s in enumerate(segs)])
+        active: dict[int, Segment] = {}
+        busy, last = 0, None
+        for t, is_start, i in events:
+            if busy and last is not None and t > last:
+                joules = types[node].power_w(busy) * (t - last)
+                total_joules += joules
+                for s in active.values():
+                    job_joules[s.job_id] += joules * s.gpus / busy
+            last = t
+            if is_start:
+                active[i] = segs[i]
+                busy += segs[i].gpus
+            else:
+                busy -= active.pop(i).gpus
+    job_tardiness: dict[str, float] = {}
+    for job in jobs:
+        if job.job_id in completion:
+            job_tardiness[job.job_id] = tardiness_cost(job.tardiness_weight,
+                                                       completion[job.job_id], job.due_date)
+    return CostBreakdown(
+        energy_cost=total_joules * eur_per_j,
+        tardiness_cost=sum(job_tardiness.values()),
+        energy_joules=total_joules,
+        job_energy_cost={j: e * eur_per_j for j, e in job_joules.items()},
+        job_tardiness_cost=job_tardiness,
+        completion=completion,
+    )

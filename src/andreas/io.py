@@ -1,0 +1,336 @@
+"""Read and validate scenario directories: `cluster.yaml`, `profiles.csv`, `workload.csv`.
+
+Every problem raises `ScenarioError` naming the file, the line and the field. Extra columns and
+keys are accepted and ignored, so users can keep their own annotations in the files.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+from typing import Any, Iterator
+
+import yaml
+
+from .errors import ScenarioError
+from .model import Cluster, GpuType, Job, Node, Profiles, Scenario
+
+CLUSTER_FILE = "cluster.yaml"
+PROFILES_FILE = "profiles.csv"
+WORKLOAD_FILE = "workload.csv"
+PROFILE_COLUMNS = ("profile", "gpu_type", "gpus", "seconds_per_epoch")
+WORKLOAD_COLUMNS = ("job_id", "submit_time", "due_date", "tardiness_weight", "epochs", "profile")
+
+
+# --------------------------------------------------------------------------- YAML with lines
+class _Located:
+    """A YAML value together with the line it was found on, for error messages."""
+
+    def __init__(self, value: Any, line: int) -> None:
+        self.value = value
+        self.line = line
+
+
+def _to_located(node: yaml.Node) -> _Located:
+    line = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        return _Located({k.value: _to_located(v) for k, v in node.value}, line)
+    if isinstance(node, yaml.SequenceNode):
+        return _Located([_to_located(v) for v in node.value], line)
+    loader = yaml.SafeLoader("")
+    try:
+        value = loader.construct_object(node, deep=True)
+    finally:
+        loader.dispose()
+    return _Located(value, line)
+
+
+def _load_yaml(path: Path) -> _Located:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(path, "file not found") from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ScenarioError(path, f"invalid YAML: {problem}", line=line) from None
+    if root is None:
+        raise ScenarioError(path, "file is empty; expected a mapping")
+    return _to_located(root)
+
+
+class _Fields:
+    """Typed access to a located mapping, raising errors that name the field path and line."""
+
+    def __init__(self, path: Path, located: _Located, prefix: str = "") -> None:
+        self.path, self.located, self.prefix = path, located, prefix
+        if not isinstance(located.value, dict):
+            raise self.error(prefix or "(top level)", "expected a mapping", located.line)
+
+    def error(self, field: str, message: str, line: int | None = None) -> ScenarioError:
+        return ScenarioError(self.path, message, line=line or self.located.line, field=field)
+
+    def name(self, key: str) -> str:
+        return f"{self.prefix}.{key}" if self.prefix else key
+
+    def get(self, key: str) -> _Located | None:
+        return self.located.value.get(key)
+
+    def require(self, key: str) -> _Located:
+        item = self.get(key)
+        if item is None or item.value is None:
+            raise self.error(self.name(key), "missing; it is required")
+        return item
+
+    def number(self, key: str, *, default: float | None = None, minimum: float | None = None,
+               positive: bool = False) -> float:
+        item = self.get(key)
+        if item is None or item.value is None:
+            if default is None:
+                raise self.error(self.name(key), "missing; expected a number")
+            return default
+        value = item.value
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise self.error(self.name(key), f"expected a number, got {value!r}", item.line)
+        if positive and value <= 0:
+            raise self.error(self.name(key), f"expected a number > 0, got {value!r}", item.line)
+        if minimum is not None and value < minimum:
+            raise self.error(self.name(key), f"expected a number >= {minimum}, got {value!r}",
+                             item.line)
+        return float(value)
+
+
+def read_cluster(path: Path, *, require_nodes: bool = True) -> Cluster:
+    """Read `cluster.yaml`; a generator template may leave out `nodes`."""
+    doc = _Fields(path, _load_yaml(path))
+    price = doc.number("energy_price", minimum=0.0)
+    pue = doc.number("pue", default=1.0, minimum=1.0)
+    overhead = doc.number("restart_overhead_s", default=0.0, minimum=0.0)
+
+    types_item = doc.require("gpu_types")
+    types_doc = _Fields(path, types_item, "gpu_types")
+    gpu_types: dict[str, GpuType] = {}
+    for name, located in types_item.value.items():
+        entry = _Fields(path, located, f"gpu_types.{name}")
+        power_item = entry.require("node_power_w")
+        power = power_item.value
+        if not isinstance(power, list) or not power:
+            raise entry.error(entry.name("node_power_w"),
+                              "expected a non-empty list of watts for 1..k busy GPUs",
+                              power_item.line)
+        watts = []
+        for i, w in enumerate(power):
+            if isinstance(w.value, bool) or not isinstance(w.value, (int, float)) or w.value < 0:
+                raise entry.error(f"{entry.name('node_power_w')}[{i}]",
+                                  f"expected watts >= 0, got {w.value!r}", w.line)
+            watts.append(float(w.value))
+        gpu_types[str(name)] = GpuType(str(name), tuple(watts))
+    if not gpu_types:
+        raise types_doc.error("gpu_types", "expected at least one GPU type", types_item.line)
+
+    if not require_nodes and doc.get("nodes") is None:
+        return Cluster(gpu_types, (), price, pue, overhead)
+    nodes_item = doc.require("nodes")
+    if not isinstance(nodes_item.value, list) or not nodes_item.value:
+        raise doc.error("nodes", "expected a non-empty list of {name, gpu_type, gpus}",
+                        nodes_item.line)
+    nodes: list[Node] = []
+    seen: set[str] = set()
+    for i, located in enumerate(nodes_item.value):
+        entry = _Fields(path, located, f"nodes[{i}]")
+        name = str(entry.require("name").value)
+        if name in seen:
+            raise entry.error(entry.name("name"), f"duplicate node name {name!r}")
+        seen.add(name)
+        type_item = entry.require("gpu_type")
+        gpu_type = str(type_item.value)
+        if gpu_type not in gpu_types:
+            raise entry.error(entry.name("gpu_type"),
+                              f"unknown GPU type {gpu_type!r}; expected one of "
+                              f"{', '.join(sorted(gpu_types))}", type_item.line)
+        gpus_item = entry.require("gpus")
+        gpus = gpus_item.value
+        if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+            raise entry.error(entry.name("gpus"), f"expected an integer >= 1, got {gpus!r}",
+                              gpus_item.line)
+        covered = len(gpu_types[gpu_type].node_power_w)
+        if covered < gpus:
+            raise entry.error(entry.name("gpus"),
+                              f"node has {gpus} GPUs but gpu_types.{gpu_type}.node_power_w "
+                              f"lists only {covered} values; expected one per busy-GPU count",
+                              gpus_item.line)
+        nodes.append(Node(name, gpu_type, gpus))
+    return Cluster(gpu_types, tuple(nodes), price, pue, overhead)
+
+
+# --------------------------------------------------------------------------- CSV with lines
+def _csv_rows(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
+    """Yield (line number, row) and check the header has every required column."""
+    try:
+        handle = path.open(newline="", encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(path, "file not found") from None
+    with handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if header is None:
+            raise ScenarioError(path, f"file is empty; expected a header with {', '.join(columns)}",
+                                line=1)
+        header = [h.strip() for h in header]
+        for column in columns:
+            if column not in header:
+                raise ScenarioError(path, f"missing column; expected columns {', '.join(columns)}",
+                                    line=1, field=column)
+        index = {c: header.index(c) for c in columns}
+        for row in reader:
+            if not row or all(not cell.strip() for cell in row):
+                continue
+            line = reader.line_num
+            if len(row) < len(header):
+                raise ScenarioError(path, f"expected {len(header)} values, got {len(row)}",
+                                    line=line)
+            yield line, {c: row[i].strip() for c, i in index.items()}
+
+
+def _float(path: Path, line: int, field: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ScenarioError(path, f"expected a number, got {text!r}", line=line,
+                            field=field) from None
+    if not math.isfinite(value):
+        raise ScenarioError(path, f"expected a finite number, got {text!r}", line=line, field=field)
+    return value
+
+
+def _int(path: Path, line: int, field: str, text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ScenarioError(path, f"expected an integer, got {text!r}", line=line,
+                            field=field) from None
+
+
+def read_profiles(path: Path, cluster: Cluster) -> Profiles:
+    table: dict[str, dict[tuple[str, int], float]] = {}
+    for line, row in _csv_rows(path, PROFILE_COLUMNS):
+        gpu_type = row["gpu_type"]
+        if gpu_type not in cluster.gpu_types:
+            raise ScenarioError(path, f"unknown GPU type {gpu_type!r}; expected one of "
+                                f"{', '.join(sorted(cluster.gpu_types))}", line=line,
+                                field="gpu_type")
+        gpus = _int(path, line, "gpus", row["gpus"])
+        if gpus < 1:
+            raise ScenarioError(path, f"expected an integer >= 1, got {gpus}", line=line,
+                                field="gpus")
+        spe = _float(path, line, "seconds_per_epoch", row["seconds_per_epoch"])
+        if spe <= 0:
+            raise ScenarioError(path, f"expected a number > 0, got {spe}", line=line,
+                                field="seconds_per_epoch")
+        if not row["profile"]:
+            raise ScenarioError(path, "expected a profile name", line=line, field="profile")
+        configs = table.setdefault(row["profile"], {})
+        if (gpu_type, gpus) in configs:
+            raise ScenarioError(path, f"duplicate row for ({row['profile']}, {gpu_type}, {gpus})",
+                                line=line, field="gpus")
+        configs[(gpu_type, gpus)] = spe
+    return Profiles(table)
+
+
+def feasible_configs(cluster: Cluster, configs: dict[tuple[str, int], float] | Any) -> list:
+    """Configurations of a profile that at least one node can host."""
+    largest: dict[str, int] = {}
+    for node in cluster.nodes:
+        largest[node.gpu_type] = max(largest.get(node.gpu_type, 0), node.gpus)
+    return [c for c in configs if c[1] <= largest.get(c[0], 0)]
+
+
+def read_workload(path: Path, cluster: Cluster, profiles: Profiles) -> tuple[Job, ...]:
+    jobs: list[Job] = []
+    seen: dict[str, int] = {}
+    for line, row in _csv_rows(path, WORKLOAD_COLUMNS):
+        job_id = row["job_id"]
+        if not job_id:
+            raise ScenarioError(path, "expected a job id", line=line, field="job_id")
+        if job_id in seen:
+            raise ScenarioError(path, f"duplicate job id {job_id!r} (first on line {seen[job_id]})",
+                                line=line, field="job_id")
+        seen[job_id] = line
+        submit = _float(path, line, "submit_time", row["submit_time"])
+        if submit < 0:
+            raise ScenarioError(path, f"expected a time >= 0, got {submit}", line=line,
+                                field="submit_time")
+        due = _float(path, line, "due_date", row["due_date"])
+        if due < submit:
+            raise ScenarioError(path, f"due date {due} is before the submission time {submit}",
+                                line=line, field="due_date")
+        weight = _float(path, line, "tardiness_weight", row["tardiness_weight"])
+        if weight < 0:
+            raise ScenarioError(path, f"expected a weight >= 0, got {weight}", line=line,
+                                field="tardiness_weight")
+        epochs = _float(path, line, "epochs", row["epochs"])
+        if epochs <= 0:
+            raise ScenarioError(path, f"expected epochs > 0, got {epochs}", line=line,
+                                field="epochs")
+        profile = row["profile"]
+        if profile not in profiles.table:
+            raise ScenarioError(path, f"unknown profile {profile!r}; not in {PROFILES_FILE}",
+                                line=line, field="profile")
+        if not feasible_configs(cluster, profiles.table[profile]):
+            raise ScenarioError(path, f"profile {profile!r} has no allowed configuration on any "
+                                f"node of the cluster", line=line, field="profile")
+        jobs.append(Job(job_id, submit, due, weight, epochs, profile))
+    return tuple(sorted(jobs, key=lambda j: j.submit_time))
+
+
+def load_scenario(directory: str | Path) -> Scenario:
+    """Read and validate a scenario directory; raise `ScenarioError` on the first problem."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ScenarioError(directory, "not a directory; expected a scenario directory with "
+                            f"{CLUSTER_FILE}, {PROFILES_FILE} and {WORKLOAD_FILE}")
+    cluster = read_cluster(directory / CLUSTER_FILE)
+    profiles = read_profiles(directory / PROFILES_FILE, cluster)
+    jobs = read_workload(directory / WORKLOAD_FILE, cluster, profiles)
+    return Scenario(cluster, profiles, jobs, name=directory.name)
+
+
+# --------------------------------------------------------------------------- writing
+def _number(x: float) -> str:
+    """Shortest text that reads back as the same float (integers without a trailing .0)."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else repr(float(x))
+
+
+def cluster_document(cluster: Cluster) -> dict:
+    return {
+        "energy_price": cluster.energy_price,
+        "pue": cluster.pue,
+        "restart_overhead_s": cluster.restart_overhead_s,
+        "gpu_types": {t.name: {"node_power_w": list(t.node_power_w)}
+                      for t in cluster.gpu_types.values()},
+        "nodes": [{"name": n.name, "gpu_type": n.gpu_type, "gpus": n.gpus} for n in cluster.nodes],
+    }
+
+
+def write_scenario(scenario: Scenario, directory: str | Path) -> None:
+    """Write the three scenario files; `load_scenario` reads back an equal scenario."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    with (directory / CLUSTER_FILE).open("w", encoding="utf-8") as f:
+        yaml.safe_dump(cluster_document(scenario.cluster), f, sort_keys=False)
+    with (directory / PROFILES_FILE).open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(PROFILE_COLUMNS)
+        for profile, configs in scenario.profiles.table.items():
+            for (gpu_type, gpus), spe in configs.items():
+                w.writerow([profile, gpu_type, gpus, _number(spe)])
+    with (directory / WORKLOAD_FILE).open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(WORKLOAD_COLUMNS)
+        for j in scenario.jobs:
+            w.writerow([j.job_id, _number(j.submit_time), _number(j.due_date),
+                        _number(j.tardiness_weight), _number(j.epochs), j.profile])

@@ -1,0 +1,111 @@
+"""Plain typed data for a scenario: GPU types, nodes, cluster, profiles and jobs.
+
+Everything here is immutable and free of I/O, so policies, the simulator and the
+service can share it without copying or defensive checks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+
+@dataclass(frozen=True)
+class GpuType:
+    """A GPU model and the power its node draws with 1..k busy GPUs (index b-1)."""
+
+    name: str
+    node_power_w: tuple[float, ...]
+
+    def power_w(self, busy_gpus: int) -> float:
+        """Node draw in watts with `busy_gpus` busy; 0 W when none (node switched off)."""
+        return 0.0 if busy_gpus <= 0 else self.node_power_w[busy_gpus - 1]
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    gpu_type: str
+    gpus: int
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Hardware and tariff: what a scenario's `cluster.yaml` describes."""
+
+    gpu_types: Mapping[str, GpuType]
+    nodes: tuple[Node, ...]
+    energy_price: float  # EUR per kWh
+    pue: float = 1.0
+    restart_overhead_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "gpu_types", MappingProxyType(dict(self.gpu_types)))
+
+    def node_index(self, name: str) -> int:
+        for i, node in enumerate(self.nodes):
+            if node.name == name:
+                return i
+        raise KeyError(name)
+
+    def eur_per_joule(self) -> float:
+        """Price of one joule drawn by IT equipment, facility overhead (PUE) included."""
+        return self.energy_price * self.pue / 3.6e6
+
+
+@dataclass(frozen=True)
+class Job:
+    job_id: str
+    submit_time: float
+    due_date: float
+    tardiness_weight: float  # EUR per second late
+    epochs: float
+    profile: str
+
+
+Config = tuple[str, int]
+"""A configuration: (GPU type name, GPU count)."""
+
+
+@dataclass(frozen=True)
+class Profiles:
+    """Seconds per epoch for each (profile, GPU type, GPU count); a missing row = not allowed."""
+
+    table: Mapping[str, Mapping[Config, float]]
+
+    def __post_init__(self) -> None:
+        frozen = {p: MappingProxyType(dict(c)) for p, c in self.table.items()}
+        object.__setattr__(self, "table", MappingProxyType(frozen))
+
+    def configs(self, profile: str) -> Mapping[Config, float]:
+        return self.table[profile]
+
+    def seconds_per_epoch(self, profile: str, gpu_type: str, gpus: int) -> float:
+        return self.table[profile][(gpu_type, gpus)]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    cluster: Cluster
+    profiles: Profiles
+    jobs: tuple[Job, ...]
+    name: str = field(default="scenario")
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A stretch in which a job held GPUs on one node and configuration.
+
+    `phase` is "run" (progress at the profile's speed) or "restart" (the restart overhead:
+    GPUs held and powered, no progress).
+    """
+
+    job_id: str
+    node: str
+    gpu_type: str
+    gpus: int
+    start: float
+    end: float
+    epochs: float
+    phase: str = "run"

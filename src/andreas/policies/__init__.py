@@ -1,0 +1,22 @@
+"""Scheduling policies: pure functions from a cluster snapshot to a plan."""
+
+from __future__ import annotations
+
+from ..errors import AndreasError
+from . import baselines, greedy  # noqa: F401  (registers the policies)
+from .base import POLICIES, Assignment, JobView, Plan, Policy, Snapshot
+
+__all__ = ["POLICIES", "Assignment", "JobView", "Plan", "Policy", "Snapshot", "make_policy",
+           "policy_names"]
+
+
+def policy_names() -> list[str]:
+    return list(POLICIES)
+
+
+def make_policy(name: str, **params: object) -> Policy:
+    """Build a registered policy by name; unknown settings of a policy are ignored."""
+    info = POLICIES.get(name)
+    if info is None:
+        raise AndreasError(f"unknown policy {name!r}; expected one of {', '.join(POLICIES)}")
+    return info.factory(**params)

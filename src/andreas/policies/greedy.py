@@ -1,0 +1,169 @@
+"""ANDREAS: the greedy pass and the Randomized Greedy of Filippini et al. (2021).
+
+Each decision re-plans every unfinished job, running ones included (a running job may be paused,
+resized or moved). The greedy pass orders jobs by pressure, gives each the cheapest configuration
+that meets its due date (else the fastest), packs best-fit, and hands idle GPUs of used nodes to
+the job that gains most when that lowers the proxy cost. The Randomized Greedy repeats the pass
+with randomised order, configuration and node choices and keeps the best plans by proxy cost.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from .base import Plan, Snapshot, register
+from .planning import Candidate, PlanningContext
+
+Placed = list[tuple[int, Candidate] | None]
+
+
+@dataclass(frozen=True)
+class GreedyParams:
+    """Randomized Greedy settings; the defaults are the paper's."""
+
+    max_iterations: int = 1000
+    pi: float = 0.05  # bias of the neighbour swap towards the weight order
+    alpha: float = 0.05  # share of the candidate configurations to pick among
+    beta: float = 0.2  # share of the best-fitting nodes to pick among
+    elite_size: int = 10
+    seed: int = 1
+
+
+@dataclass(frozen=True)
+class ScoredPlan:
+    proxy_cost: float
+    iteration: int
+    placed: tuple
+
+
+@dataclass
+class RandomizedGreedy:
+    name: str = "andreas"
+    params: GreedyParams = field(default_factory=GreedyParams)
+
+    # ------------------------------------------------------------------ public
+    def decide(self, snapshot: Snapshot) -> Plan:
+        if not snapshot.jobs:
+            return {}
+        ctx = PlanningContext(snapshot)
+        best = self.elite(ctx)[0]
+        return ctx.to_plan(list(best.placed))
+
+    def elite(self, ctx: PlanningContext) -> list[ScoredPlan]:
+        """The best distinct plans found, cheapest first by proxy cost (iteration 0 is the
+        deterministic greedy pass, so the best is never worse than it)."""
+        p = self.params
+        order0 = self.pressure_order(ctx)
+        iterations = max(1, min(p.max_iterations, self.iteration_cap(ctx)))
+        rng = random.Random(f"{p.seed}:{ctx.now!r}")
+        seen: dict[tuple, ScoredPlan | None] = {}
+        elite: list[ScoredPlan] = []
+        for it in range(iterations):
+            if it == 0:
+                placed = self.build(ctx, order0)
+            else:
+                placed = self.build(ctx, self.shuffled(ctx, order0, rng), rng)
+            key = self.key(placed)
+            if key in seen:
+                continue
+            self.post_process(ctx, placed)
+            scored = ScoredPlan(ctx.proxy_cost(placed), it, tuple(placed))
+            seen[key] = scored
+            elite.append(scored)
+            if len(elite) > 4 * p.elite_size:
+                elite.sort(key=lambda s: (s.proxy_cost, s.iteration))
+                del elite[p.elite_size:]
+        elite.sort(key=lambda s: (s.proxy_cost, s.iteration))
+        return elite[: p.elite_size]
+
+    # ------------------------------------------------------------------ steps
+    @staticmethod
+    def iteration_cap(ctx: PlanningContext) -> int:
+        """nodes × jobs × GPU-count choices: more randomised passes than that mostly repeat."""
+        counts = {c.gpus for cands in ctx.cands for c in cands}
+        return len(ctx.node_names) * len(ctx.job_ids) * max(1, len(counts))
+
+    @staticmethod
+    def pressure_order(ctx: PlanningContext) -> list[int]:
+        """Decreasing pressure now + t_min − due, multiplied by the weight when positive."""
+        def pressure(j: int) -> float:
+            p = ctx.now + ctx.tmin[j] - ctx.due[j]
+            return p * ctx.weight[j] if p > 0 else p
+        return sorted(range(len(ctx.job_ids)), key=lambda j: -pressure(j))
+
+    def shuffled(self, ctx: PlanningContext, order: list[int], rng: random.Random) -> list[int]:
+        """Walk the order, swapping neighbours with probability 0.5 ± π by their weights."""
+        order = list(order)
+        hi, lo = 0.5 + self.params.pi, 0.5 - self.params.pi
+        w = ctx.weight
+        for i in range(len(order) - 1):
+            a, b = order[i], order[i + 1]
+            if rng.random() < (hi if w[a] > w[b] else lo):
+                order[i], order[i + 1] = b, a
+        return order
+
+    def build(self, ctx: PlanningContext, order: list[int],
+              rng: random.Random | None = None) -> Placed:
+        free = list(ctx.node_cap)
+        placed: Placed = [None] * len(ctx.job_ids)
+        for j in order:
+            placed[j] = ctx.place(j, free, rng, self.params.alpha, self.params.beta)
+        return placed
+
+    @staticmethod
+    def key(placed: Placed) -> tuple:
+        return tuple(None if e is None else (e[0], e[1].gpus) for e in placed)
+
+    @staticmethod
+    def post_process(ctx: PlanningContext, placed: Placed) -> None:
+        """Hand idle GPUs of used nodes to the job there whose run time drops most, only when
+        that lowers the proxy cost (more busy GPUs draw more power than a shorter run may save)."""
+        free = list(ctx.node_cap)
+        on_node: dict[int, list[int]] = {}
+        for j, e in enumerate(placed):
+            if e is not None:
+                free[e[0]] -= e[1].gpus
+                on_node.setdefault(e[0], []).append(j)
+        cost = ctx.proxy_cost(placed)
+        for n, jobs in on_node.items():
+            while free[n] > 0:
+                options = []
+                for j in jobs:
+                    cur = placed[j][1]
+                    for c in ctx.cands[j]:
+                        if (c.gpu_type == cur.gpu_type and cur.gpus < c.gpus <= cur.gpus + free[n]
+                                and c.time_s < cur.time_s):
+                            options.append((cur.time_s - c.time_s, -j, c))
+                if not options:
+                    break
+                options.sort(key=lambda o: (o[0], o[1]), reverse=True)
+                accepted = False
+                for _, neg_j, c in options:
+                    j = -neg_j
+                    old = placed[j]
+                    placed[j] = (n, c)
+                    trial = ctx.proxy_cost(placed)
+                    if trial < cost - 1e-12:
+                        free[n] -= c.gpus - old[1].gpus
+                        cost = trial
+                        accepted = True
+                        break
+                    placed[j] = old
+                if not accepted:
+                    break
+
+
+@register("greedy", randomized=False,
+          summary="ANDREAS greedy pass: pressure order, cheapest on-time configuration, best fit")
+def greedy(**params: object) -> RandomizedGreedy:
+    params = {k: v for k, v in params.items() if k in GreedyParams.__dataclass_fields__}
+    params["max_iterations"] = 1
+    return RandomizedGreedy("greedy", GreedyParams(**params))  # type: ignore[arg-type]
+
+
+@register("andreas", randomized=True,
+          summary="ANDREAS Randomized Greedy: best of many randomised greedy passes by proxy cost")
+def andreas(**params: object) -> RandomizedGreedy:
+    params = {k: v for k, v in params.items() if k in GreedyParams.__dataclass_fields__}
+    return RandomizedGreedy("andreas", GreedyParams(**params))  # type: ignore[arg-type]

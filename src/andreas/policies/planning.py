@@ -1,0 +1,155 @@
+"""Per-snapshot planning tables shared by every policy: candidate configurations, run-time and
+energy estimates, best-fit placement and the paper's proxy cost.
+
+Built once per decision as flat lists indexed by job and node, so the greedy's inner loop does no
+dictionary look-ups of model objects.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from ..cost import run_energy_cost, tardiness_cost
+from .base import Assignment, Plan, Snapshot
+
+WAITING_PENALTY = 100.0
+"""Proxy cost factor on a waiting job's lateness if it ran on its slowest configuration."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One allowed configuration of one job, with the policy's estimates for it."""
+
+    gpu_type: int  # index into PlanningContext.type_names
+    gpus: int
+    time_s: float  # remaining run time on it, restart overhead included
+    energy_eur: float  # energy cost of that whole remaining run (node alone)
+    meets_due: bool
+
+
+class PlanningContext:
+    """Everything a policy needs about one snapshot, as indexable lists."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        cluster = snapshot.cluster
+        self.snapshot = snapshot
+        self.now = snapshot.time
+        self.type_names = list(cluster.gpu_types)
+        type_index = {name: i for i, name in enumerate(self.type_names)}
+        self.power = [cluster.gpu_types[t].node_power_w for t in self.type_names]
+        self.eur_per_joule = cluster.eur_per_joule()
+        self.node_names = [n.name for n in cluster.nodes]
+        self.node_type = [type_index[n.gpu_type] for n in cluster.nodes]
+        self.node_cap = [n.gpus for n in cluster.nodes]
+        node_index = {n: i for i, n in enumerate(self.node_names)}
+        self.nodes_of_type: list[list[int]] = [[] for _ in self.type_names]
+        for i, t in enumerate(self.node_type):
+            self.nodes_of_type[t].append(i)
+        largest = [max((self.node_cap[n] for n in ns), default=0) for ns in self.nodes_of_type]
+
+        self.views = snapshot.jobs
+        self.job_ids = [v.job_id for v in self.views]
+        self.due = [v.job.due_date for v in self.views]
+        self.weight = [v.job.tardiness_weight for v in self.views]
+        self.current: list[tuple[int, int] | None] = []
+        self.cands: list[list[Candidate]] = []
+        self.tmin: list[float] = []
+        self.tmax: list[float] = []
+        overhead = cluster.restart_overhead_s
+        for v in self.views:
+            current = None
+            if v.assignment is not None:
+                current = (node_index[v.assignment.node], v.assignment.gpus)
+            self.current.append(current)
+            cands = []
+            for (tname, g), spe in snapshot.profiles.configs(v.job.profile).items():
+                t = type_index.get(tname)
+                if t is None or g > largest[t]:
+                    continue
+                time_s = v.remaining_epochs * spe
+                if current is not None and self.node_type[current[0]] == t and current[1] == g:
+                    time_s += v.restart_remaining_s
+                elif v.started:
+                    time_s += overhead
+                energy = run_energy_cost(cluster, tname, g, time_s)
+                cands.append(Candidate(t, g, time_s, energy,
+                                       self.now + time_s <= v.job.due_date))
+            # Cheapest that meets the due date first, then the rest fastest first.
+            cands.sort(key=lambda c: (0, c.energy_eur, c.time_s) if c.meets_due
+                       else (1, c.time_s, c.energy_eur))
+            self.cands.append(cands)
+            self.tmin.append(min(c.time_s for c in cands))
+            self.tmax.append(max(c.time_s for c in cands))
+        self.wait_penalty = [
+            WAITING_PENALTY * tardiness_cost(w, self.now + tmax, d)
+            for w, tmax, d in zip(self.weight, self.tmax, self.due)
+        ]
+
+    # ------------------------------------------------------------------ placement
+    def pick_node(self, j: int, cand: Candidate, free: list[int],
+                  rng: random.Random | None = None, beta: float = 0.0) -> int | None:
+        """Best fit: the node of the candidate's type left with the fewest free GPUs. Ties go to
+        the node the job runs on now (no needless move), then to the node listed first.
+        With `rng`, pick uniformly among the first max(1, round(beta·|fitting|)) best fits."""
+        g = cand.gpus
+        fitting = [n for n in self.nodes_of_type[cand.gpu_type] if free[n] >= g]
+        if not fitting:
+            return None
+        current = self.current[j]
+        home = current[0] if current is not None else -1
+        fitting.sort(key=lambda n: (free[n], n != home, n))
+        if rng is None or beta <= 0.0 or len(fitting) == 1:
+            return fitting[0]
+        k = max(1, round(beta * len(fitting)))
+        return fitting[rng.randrange(k)] if k > 1 else fitting[0]
+
+    def place(self, j: int, free: list[int], rng: random.Random | None = None,
+              alpha: float = 0.0, beta: float = 0.0) -> tuple[int, Candidate] | None:
+        """Give job j its preferred candidate that fits somewhere; update `free`."""
+        cands = self.cands[j]
+        order = cands
+        if rng is not None and alpha > 0.0:
+            k = max(1, round(alpha * len(cands)))
+            if k > 1:
+                first = rng.randrange(k)
+                order = [cands[first]] + cands[:first] + cands[first + 1:]
+        for cand in order:
+            node = self.pick_node(j, cand, free, rng, beta)
+            if node is not None:
+                free[node] -= cand.gpus
+                return node, cand
+        return None
+
+    # ------------------------------------------------------------------ scoring
+    def proxy_cost(self, placed: list[tuple[int, Candidate] | None]) -> float:
+        """The paper's proxy: energy of the plan up to its first predicted completion t_ff, the
+        tardiness of scheduled jobs at now + t_ff, and 100 × the tardiness a waiting job would
+        have on its slowest configuration."""
+        t_ff = float("inf")
+        busy = [0] * len(self.node_names)
+        cost = 0.0
+        for j, entry in enumerate(placed):
+            if entry is None:
+                cost += self.wait_penalty[j]
+            else:
+                node, cand = entry
+                busy[node] += cand.gpus
+                if cand.time_s < t_ff:
+                    t_ff = cand.time_s
+        if t_ff == float("inf"):
+            return cost
+        watts = 0.0
+        for n, b in enumerate(busy):
+            if b:
+                watts += self.power[self.node_type[n]][b - 1]
+        cost += watts * t_ff * self.eur_per_joule
+        end = self.now + t_ff
+        for j, entry in enumerate(placed):
+            if entry is not None and end > self.due[j]:
+                cost += self.weight[j] * (end - self.due[j])
+        return cost
+
+    def to_plan(self, placed: list[tuple[int, Candidate] | None]) -> Plan:
+        return {self.job_ids[j]: Assignment(self.node_names[e[0]], e[1].gpus)
+                for j, e in enumerate(placed) if e is not None}

@@ -1,0 +1,296 @@
+"""The discrete-event simulator: one driver of the scheduling core, on a simulated clock.
+
+Events are arrivals, completions and optional periodic ticks. At each event time the simulator
+builds a `Snapshot`, asks the policy for a plan, and applies it: jobs keep running, are paused,
+resized or moved (each restart pays `restart_overhead_s` with GPUs held and powered), or start.
+Energy is integrated node by node as busy-GPU counts change; every stretch is logged as a
+`Segment`, from which `andreas.cost.account_segments` recomputes all costs independently.
+"""
+
+from __future__ import annotations
+
+import math
+import time as wallclock
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..cost import tardiness_cost
+from ..errors import AndreasError, PlanError
+from ..model import Job, Scenario, Segment
+from ..policies.base import Assignment, JobView, Plan, Policy, Snapshot
+
+EPS = 1e-9
+
+
+class SimulationError(AndreasError):
+    pass
+
+
+@dataclass
+class _Stretch:
+    """A job's current hold on GPUs of one node in one configuration."""
+
+    node: int
+    gpus: int
+    seconds_per_epoch: float
+    start: float
+    restart_end: float  # progress starts here (start + overhead on a restart)
+    epochs: float = 0.0
+
+
+@dataclass
+class _JobState:
+    job: Job
+    remaining: float
+    stretch: _Stretch | None = None
+    started: bool = False
+    restarts: int = 0
+    first_start: float | None = None
+    completion: float | None = None
+    energy_joules: float = 0.0
+
+    def completion_time(self, now: float) -> float:
+        s = self.stretch
+        assert s is not None
+        return max(now, s.restart_end) + self.remaining * s.seconds_per_epoch
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    job_id: str
+    submit_time: float
+    due_date: float
+    first_start: float
+    completion_time: float
+    tardiness_s: float
+    tardiness_cost: float
+    energy_cost: float
+    restarts: int
+
+
+@dataclass
+class SimulationResult:
+    policy: str
+    seed: int | None
+    scenario: Scenario
+    segments: list[Segment]
+    jobs: list[JobRecord]
+    rescheduling_points: int
+    scheduler_seconds: float
+    energy_joules: float
+    period: float | None = None
+    summary: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        cluster = self.scenario.cluster
+        energy = self.energy_joules * cluster.eur_per_joule()
+        tardiness = sum(r.tardiness_cost for r in self.jobs)
+        self.summary = {
+            "policy": self.policy,
+            "seed": self.seed,
+            "scenario": self.scenario.name,
+            "total_cost": energy + tardiness,
+            "energy_cost": energy,
+            "tardiness_cost": tardiness,
+            "energy_kwh": self.energy_joules / 3.6e6,
+            "jobs": len(self.jobs),
+            "tardy_jobs": sum(1 for r in self.jobs if r.tardiness_s > 0),
+            "total_tardiness_s": sum(r.tardiness_s for r in self.jobs),
+            "makespan_s": max((r.completion_time for r in self.jobs), default=0.0),
+            "rescheduling_points": self.rescheduling_points,
+            "restarts": sum(r.restarts for r in self.jobs),
+            "scheduler_seconds": self.scheduler_seconds,
+            "period_s": self.period,
+        }
+
+
+class Simulator:
+    """Runs one policy over one scenario. Use `simulate()` for the one-call form."""
+
+    def __init__(self, scenario: Scenario, policy: Policy, *, period: float | None = None,
+                 seed: int | None = None,
+                 on_progress: Callable[[float, int, int], None] | None = None) -> None:
+        if period is not None and period <= 0:
+            raise AndreasError(f"--period must be > 0 seconds, got {period}")
+        self.scenario = scenario
+        self.cluster = scenario.cluster
+        self.policy = policy
+        self.period = period
+        self.seed = seed
+        self.on_progress = on_progress
+        self.node_names = [n.name for n in self.cluster.nodes]
+        self.node_index = {n: i for i, n in enumerate(self.node_names)}
+        self.node_power = [self.cluster.gpu_types[n.gpu_type].node_power_w
+                           for n in self.cluster.nodes]
+        self.busy = [0] * len(self.node_names)
+        self.segments: list[Segment] = []
+        self.states: dict[str, _JobState] = {}
+        self.energy_joules = 0.0
+        self.scheduler_seconds = 0.0
+        self.points = 0
+
+    # ------------------------------------------------------------------ main loop
+    def run(self) -> SimulationResult:
+        pending = deque(self.scenario.jobs)  # sorted by submission time
+        active: dict[str, _JobState] = {}
+        done: list[_JobState] = []
+        total = len(pending)
+        now = 0.0
+        next_tick = self.period if self.period else math.inf
+        while pending or active:
+            running = [s for s in active.values() if s.stretch is not None]
+            t_arrival = pending[0].submit_time if pending else math.inf
+            t_done = min((s.completion_time(now) for s in running), default=math.inf)
+            t_tick = next_tick if active else math.inf
+            t_next = min(t_arrival, t_done, t_tick)
+            if not running and active and not pending:
+                raise SimulationError(
+                    f"policy {self.policy.name!r} left {len(active)} job(s) waiting on an idle "
+                    f"cluster at t={now:.1f}s with nothing left to wait for")
+            self._advance(running, now, t_next)
+            now = t_next
+            for s in running:
+                if s.completion_time(now) <= now + EPS * max(1.0, now):
+                    self._finish(s, now)
+                    del active[s.job.job_id]
+                    done.append(s)
+            while pending and pending[0].submit_time <= now:
+                job = pending.popleft()
+                active[job.job_id] = self.states[job.job_id] = _JobState(job, job.epochs)
+            if self.period:
+                next_tick = (math.floor(now / self.period + EPS) + 1) * self.period
+            if active:
+                self._decide(now, active)
+            if self.on_progress:
+                self.on_progress(now, len(done), total)
+        return self._result()
+
+    def _advance(self, running: list[_JobState], t0: float, t1: float) -> None:
+        """Integrate energy and progress over [t0, t1], during which nothing changes."""
+        if t1 <= t0:
+            return
+        dt = t1 - t0
+        for n, b in enumerate(self.busy):
+            if b:
+                self.energy_joules += self.node_power[n][b - 1] * dt
+        for s in running:
+            st = s.stretch
+            assert st is not None
+            b = self.busy[st.node]
+            s.energy_joules += self.node_power[st.node][b - 1] * dt * st.gpus / b
+            progress = max(0.0, t1 - max(t0, st.restart_end)) / st.seconds_per_epoch
+            progress = min(progress, s.remaining)
+            s.remaining -= progress
+            st.epochs += progress
+
+    def _finish(self, s: _JobState, now: float) -> None:
+        assert s.stretch is not None
+        s.stretch.epochs += s.remaining
+        s.remaining = 0.0
+        s.completion = now
+        self._close(s, now)
+
+    # ------------------------------------------------------------------ decisions
+    def _decide(self, now: float, active: dict[str, _JobState]) -> None:
+        snapshot = Snapshot(now, self.cluster, self.scenario.profiles, tuple(
+            self._view(s, now) for s in active.values()))
+        tic = wallclock.perf_counter()
+        plan = self.policy.decide(snapshot)
+        self.scheduler_seconds += wallclock.perf_counter() - tic
+        self.points += 1
+        self._check(plan, active)
+        starts: list[tuple[_JobState, Assignment]] = []
+        for job_id, s in active.items():
+            target = plan.get(job_id)
+            st = s.stretch
+            if st is not None:
+                if target is not None and self.node_index[target.node] == st.node \
+                        and target.gpus == st.gpus:
+                    continue
+                self._close(s, now)
+            if target is not None:
+                starts.append((s, target))
+        for s, target in starts:
+            self._start(s, target, now)
+
+    def _view(self, s: _JobState, now: float) -> JobView:
+        st = s.stretch
+        if st is None:
+            return JobView(s.job, s.remaining, None, s.started)
+        return JobView(s.job, s.remaining, Assignment(self.node_names[st.node], st.gpus), True,
+                       max(0.0, st.restart_end - now))
+
+    def _check(self, plan: Plan, active: dict[str, _JobState]) -> None:
+        used = [0] * len(self.node_names)
+        for job_id, a in plan.items():
+            if job_id not in active:
+                raise PlanError(f"policy {self.policy.name!r} planned unknown or finished job "
+                                f"{job_id!r}")
+            n = self.node_index.get(a.node)
+            if n is None:
+                raise PlanError(f"policy {self.policy.name!r} planned job {job_id!r} on unknown "
+                                f"node {a.node!r}")
+            node = self.cluster.nodes[n]
+            config = (node.gpu_type, a.gpus)
+            if config not in self.scenario.profiles.configs(active[job_id].job.profile):
+                raise PlanError(f"policy {self.policy.name!r} planned job {job_id!r} on {config},"
+                                f" which its profile does not allow")
+            used[n] += a.gpus
+        for n, u in enumerate(used):
+            if u > self.cluster.nodes[n].gpus:
+                raise PlanError(f"policy {self.policy.name!r} over-subscribed node "
+                                f"{self.node_names[n]!r}: {u} > {self.cluster.nodes[n].gpus} GPUs")
+
+    def _start(self, s: _JobState, target: Assignment, now: float) -> None:
+        n = self.node_index[target.node]
+        node = self.cluster.nodes[n]
+        spe = self.scenario.profiles.seconds_per_epoch(s.job.profile, node.gpu_type, target.gpus)
+        restart_end = now
+        if s.started:
+            s.restarts += 1
+            restart_end = now + self.cluster.restart_overhead_s
+        else:
+            s.started = True
+            s.first_start = now
+        s.stretch = _Stretch(n, target.gpus, spe, now, restart_end)
+        self.busy[n] += target.gpus
+
+    def _close(self, s: _JobState, now: float) -> None:
+        """End the current stretch at `now` and log its restart and run segments."""
+        st = s.stretch
+        assert st is not None
+        node = self.cluster.nodes[st.node]
+        restart_stop = min(st.restart_end, now)
+        if restart_stop > st.start:
+            self.segments.append(Segment(s.job.job_id, node.name, node.gpu_type, st.gpus,
+                                         st.start, restart_stop, 0.0, "restart"))
+        if now > st.restart_end:
+            self.segments.append(Segment(s.job.job_id, node.name, node.gpu_type, st.gpus,
+                                         st.restart_end, now, st.epochs, "run"))
+        self.busy[st.node] -= st.gpus
+        s.stretch = None
+
+    # ------------------------------------------------------------------ results
+    def _result(self) -> SimulationResult:
+        eur_per_j = self.cluster.eur_per_joule()
+        records = []
+        for s in self.states.values():
+            job = s.job
+            assert s.completion is not None and s.first_start is not None
+            tardy = max(0.0, s.completion - job.due_date)
+            records.append(JobRecord(job.job_id, job.submit_time, job.due_date, s.first_start,
+                                     s.completion, tardy,
+                                     tardiness_cost(job.tardiness_weight, s.completion,
+                                                    job.due_date),
+                                     s.energy_joules * eur_per_j, s.restarts))
+        return SimulationResult(self.policy.name, self.seed, self.scenario, self.segments, records,
+                                self.points, self.scheduler_seconds, self.energy_joules,
+                                self.period)
+
+
+def simulate(scenario: Scenario, policy: Policy, *, period: float | None = None,
+             seed: int | None = None,
+             on_progress: Callable[[float, int, int], None] | None = None) -> SimulationResult:
+    """Simulate `policy` on `scenario` and return segments, per-job records and the summary."""
+    return Simulator(scenario, policy, period=period, seed=seed, on_progress=on_progress).run()

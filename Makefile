@@ -1,0 +1,31 @@
+# make demo  - set up a virtual environment and compare all policies on the paper scenario
+# make test  - set up and run the whole test suite
+# make bench - time whole simulations per policy; writes bench/results.md
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test bench install clean
+
+$(STAMP): pyproject.toml requirements.lock
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -c requirements.lock -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/andreas generate --nodes 10 --lambda 10000 --seed 1 --out demo-out/scenario
+	$(BIN)/andreas simulate demo-out/scenario --policy andreas --seed 1 --out demo-out/andreas
+	$(BIN)/andreas compare --generate 10 --instances 5 --lambda 10000 --seeds 1-3 \
+		--policies fifo,edf,ps,greedy,andreas --out demo-out/compare
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python bench/simulate_bench.py --out bench/results.md
+
+clean:
+	rm -rf $(VENV) demo-out

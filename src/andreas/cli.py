@@ -1,0 +1,250 @@
+"""The `andreas` command line: thin wrappers that parse arguments, call the library and print.
+
+Every user error (bad scenario file, bad option) prints one line and exits with code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from functools import wraps
+from pathlib import Path
+from typing import Callable, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .errors import AndreasError
+from .experiments.compare import BASELINES, plan_runs, run_compare, summarize, write_table
+from .io import load_scenario, write_scenario
+from .policies import POLICIES, make_policy
+from .sim.engine import simulate
+from .sim.generate import DEFAULT_LAMBDA, generate_paper_style, load_template
+from .sim.output import atomic_directory, recompute, write_result, write_result_files
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="ANDREAS: energy- and deadline-aware scheduling of deep-learning jobs on "
+                       "GPU clusters. Simulate policies, generate workloads, compare results.")
+console = Console(width=None if sys.stdout.isatty() else 140)
+err = Console(stderr=True)
+
+
+def user_errors(fn: Callable) -> Callable:
+    """Turn an AndreasError into one line on stderr and exit code 2: no traceback."""
+    @wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except AndreasError as exc:
+            err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+    return wrapper
+
+
+def parse_seeds(text: str) -> list[int]:
+    """'1-5' -> [1..5]; '1,3,7' -> [1, 3, 7]; ranges and lists combine: '1-3,10'."""
+    seeds: list[int] = []
+    try:
+        for part in text.split(","):
+            part = part.strip()
+            if "-" in part:
+                a, b = part.split("-", 1)
+                seeds.extend(range(int(a), int(b) + 1))
+            elif part:
+                seeds.append(int(part))
+    except ValueError:
+        raise AndreasError(f"--seeds: expected numbers and ranges like '1-5' or '1,3', "
+                           f"got {text!r}") from None
+    if not seeds or any(s < 0 for s in seeds):
+        raise AndreasError(f"--seeds: expected non-negative seeds, got {text!r}")
+    return list(dict.fromkeys(seeds))
+
+
+def parse_policies(text: str) -> list[str]:
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    for name in names:
+        if name not in POLICIES:
+            raise AndreasError(f"--policies: unknown policy {name!r}; expected one of "
+                               f"{', '.join(POLICIES)}")
+    if not names:
+        raise AndreasError("--policies: expected at least one policy")
+    return names
+
+
+def greedy_params(max_iterations: int, pi: float, alpha: float, beta: float,
+                  elite_size: int) -> dict:
+    if max_iterations < 1 or elite_size < 1:
+        raise AndreasError("--max-iterations and --elite-size must be >= 1")
+    for name, v in (("--pi", pi), ("--alpha", alpha), ("--beta", beta)):
+        if not 0.0 <= v <= 1.0:
+            raise AndreasError(f"{name}: expected a value in [0, 1], got {v}")
+    return dict(max_iterations=max_iterations, pi=pi, alpha=alpha, beta=beta,
+                elite_size=elite_size)
+
+
+MaxIt = typer.Option(1000, help="Randomized Greedy: most iterations per decision.")
+Pi = typer.Option(0.05, help="Randomized Greedy: swap-probability bias π by weight.")
+Alpha = typer.Option(0.05, help="Randomized Greedy: share α of configurations to pick among.")
+Beta = typer.Option(0.2, help="Randomized Greedy: share β of best-fitting nodes to pick among.")
+Elite = typer.Option(10, help="Randomized Greedy: number of best plans kept.")
+Period = typer.Option(None, help="Also reschedule every PERIOD simulated seconds.")
+
+
+@app.command("simulate")
+@user_errors
+def simulate_cmd(
+    scenario_dir: Path = typer.Argument(..., help="Scenario directory (cluster.yaml, "
+                                        "profiles.csv, workload.csv)."),
+    policy: str = typer.Option("andreas", help=f"One of: {', '.join(POLICIES)}."),
+    seed: int = typer.Option(1, help="Seed of a randomised policy."),
+    out: Path = typer.Option(..., help="Output directory (summary.json, jobs.csv, segments.csv)."),
+    period: Optional[float] = Period,
+    max_iterations: int = MaxIt, pi: float = Pi, alpha: float = Alpha, beta: float = Beta,
+    elite_size: int = Elite,
+) -> None:
+    """Simulate one policy on one scenario and write its schedule and costs."""
+    parse_policies(policy)
+    params = greedy_params(max_iterations, pi, alpha, beta, elite_size)
+    scenario = load_scenario(scenario_dir)
+    with _progress() as bar:
+        task = bar.add_task(f"{policy} on {scenario.name}", total=len(scenario.jobs))
+        result = simulate(scenario, make_policy(policy, seed=seed, **params), period=period,
+                          seed=seed if POLICIES[policy].randomized else None,
+                          on_progress=lambda t, done, total: bar.update(task, completed=done))
+    write_result(result, out)
+    s = result.summary
+    console.print(f"{policy}: total {s['total_cost']:.4f} EUR = energy {s['energy_cost']:.4f} + "
+                  f"tardiness {s['tardiness_cost']:.4f}; {s['tardy_jobs']}/{s['jobs']} jobs late, "
+                  f"{s['restarts']} restarts, {s['scheduler_seconds']:.2f} s in the policy")
+    console.print(f"wrote {out}/summary.json, jobs.csv, segments.csv")
+
+
+@app.command("generate")
+@user_errors
+def generate_cmd(
+    nodes: int = typer.Option(..., min=1, help="Number of nodes N."),
+    seed: int = typer.Option(1, help="Random seed of the instance."),
+    out: Path = typer.Option(..., help="Scenario directory to write."),
+    scenario: str = typer.Option("paper", help="Embedded template name ('paper') or a template "
+                                 "directory (template.yaml, profiles.csv, job_classes.csv)."),
+    lam: float = typer.Option(DEFAULT_LAMBDA, "--lambda", "--lam", min=1e-9,
+                              help="λ: mean inter-arrival time is λ/N seconds."),
+    jobs_per_node: int = typer.Option(10, min=1, help="Jobs per node (plus one at t = 0)."),
+) -> None:
+    """Generate a scenario with the ANDREAS authors' rules (default: their real-cluster data)."""
+    generated = generate_paper_style(load_template(scenario), nodes, seed, lam, jobs_per_node)
+    with atomic_directory(out, marker="workload.csv") as tmp:
+        write_scenario(generated, tmp)
+    console.print(f"wrote {out}: {nodes} nodes, {len(generated.jobs)} jobs (λ = {lam:g} s)")
+
+
+@app.command("compare")
+@user_errors
+def compare_cmd(
+    scenario_dirs: Optional[list[Path]] = typer.Argument(None, help="Scenario directories."),
+    policies: str = typer.Option(",".join(["fifo", "edf", "ps", "greedy", "andreas"]),
+                                 help="Comma-separated policies."),
+    seeds: str = typer.Option("1-5", help="Seeds of randomised policies: '1-5' or '1,3,7'."),
+    generate: Optional[int] = typer.Option(None, help="Instead of directories: generate paper-"
+                                           "style instances with this many nodes."),
+    instances: int = typer.Option(5, min=1, help="With --generate: number of instances "
+                                  "(instance seeds 1..K)."),
+    scenario: str = typer.Option("paper", help="With --generate: the template."),
+    lam: float = typer.Option(DEFAULT_LAMBDA, "--lambda", "--lam", min=1e-9,
+                              help="With --generate: λ (mean inter-arrival λ/N s)."),
+    out: Optional[Path] = typer.Option(None, help="Write table.csv, table.json, runs.csv here."),
+    period: Optional[float] = Period,
+    max_iterations: int = MaxIt, pi: float = Pi, alpha: float = Alpha, beta: float = Beta,
+    elite_size: int = Elite,
+) -> None:
+    """Run several policies on the same scenarios and print a cost table."""
+    names = parse_policies(policies)
+    seed_list = parse_seeds(seeds)
+    params = greedy_params(max_iterations, pi, alpha, beta, elite_size)
+    if generate is not None:
+        if scenario_dirs:
+            raise AndreasError("give scenario directories or --generate, not both")
+        template = load_template(scenario)
+        scenarios = [generate_paper_style(template, generate, k, lam) for k in
+                     range(1, instances + 1)]
+    elif scenario_dirs:
+        scenarios = [load_scenario(d) for d in scenario_dirs]
+    else:
+        raise AndreasError("give one or more scenario directories, or --generate N")
+    total = len(plan_runs(len(scenarios), names, seed_list))
+    with _progress() as bar:
+        task = bar.add_task("simulating", total=total)
+        rows = run_compare(scenarios, names, seed_list, period=period, params=params,
+                           on_run=lambda spec: bar.advance(task))
+    table = summarize(rows, names)
+    console.print(render_table(table, len(scenarios)))
+    if out is not None:
+        write_table(table, rows, out)
+        console.print(f"wrote {out}/table.csv, table.json, runs.csv")
+
+
+@app.command("policies")
+def policies_cmd() -> None:
+    """List the available policies."""
+    for info in POLICIES.values():
+        kind = "randomised" if info.randomized else "deterministic"
+        console.print(f"[bold]{info.name:8s}[/bold] {kind:13s} {info.summary}")
+
+
+@app.command("account")
+@user_errors
+def account_cmd(
+    scenario_dir: Path = typer.Argument(..., help="The scenario that was simulated."),
+    out_dir: Path = typer.Argument(..., help="The simulation output directory."),
+) -> None:
+    """Recompute every cost from segments.csv alone and check it against summary.json."""
+    breakdown = recompute(load_scenario(scenario_dir), out_dir)
+    try:
+        summary = json.loads((out_dir / "summary.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError) as exc:
+        raise AndreasError(f"{out_dir / 'summary.json'}: cannot read ({exc})") from None
+    ok = True
+    for key, value in (("energy_cost", breakdown.energy_cost),
+                       ("tardiness_cost", breakdown.tardiness_cost),
+                       ("total_cost", breakdown.total_cost)):
+        match = abs(value - summary[key]) <= 1e-9 * max(1.0, abs(value))
+        ok &= match
+        console.print(f"{key:15s} segments {value:.6f}  summary {summary[key]:.6f}  "
+                      f"{'ok' if match else 'MISMATCH'}")
+    if not ok:
+        raise typer.Exit(1)
+
+
+def render_table(table: list[dict], n_instances: int) -> Table:
+    baselines = [b for b in BASELINES if f"reduction_vs_{b}_pct" in table[0]]
+    t = Table(title=f"Mean over {n_instances} instance(s); reductions averaged per instance")
+    for col in ("policy", "runs", "total EUR", "energy EUR", "tardiness EUR", "tardy jobs",
+                "restarts", "sched s"):
+        t.add_column(col, justify="left" if col == "policy" else "right")
+    for b in baselines:
+        t.add_column(f"vs {b}", justify="right")
+    for r in table:
+        cells = [r["policy"], str(r["runs"]), f"{r['total_cost_mean']:.2f}",
+                 f"{r['energy_cost_mean']:.2f}", f"{r['tardiness_cost_mean']:.2f}",
+                 f"{r['tardy_jobs_mean']:.1f}", f"{r['restarts_mean']:.1f}",
+                 f"{r['scheduler_seconds_mean']:.2f}"]
+        cells += [f"{r[f'reduction_vs_{b}_pct']:+.1f} %" for b in baselines]
+        t.add_row(*cells)
+    return t
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=err, transient=True,
+                    disable=not err.is_terminal)
+
+
+def main() -> None:  # pragma: no cover
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(app())

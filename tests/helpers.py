@@ -1,0 +1,48 @@
+"""Small builders for hand-made scenarios and snapshots."""
+
+from __future__ import annotations
+
+from andreas.model import Cluster, GpuType, Job, Node, Profiles, Scenario
+from andreas.policies.base import Assignment, JobView, Snapshot
+
+EUR_PER_KWH_FOR_1E7 = 0.36  # with PUE 1: 0.36 EUR/kWh = 1e-7 EUR per joule
+
+
+def cluster(nodes, power, *, price=EUR_PER_KWH_FOR_1E7, pue=1.0, overhead=0.0) -> Cluster:
+    """nodes: [(name, type, gpus)], power: {type: [W for 1..k busy]}."""
+    return Cluster({t: GpuType(t, tuple(map(float, p))) for t, p in power.items()},
+                   tuple(Node(*n) for n in nodes), price, pue, overhead)
+
+
+def job(job_id, submit=0.0, due=1e9, weight=0.01, epochs=10.0, profile="p") -> Job:
+    return Job(job_id, float(submit), float(due), float(weight), float(epochs), profile)
+
+
+def scenario(cl: Cluster, profiles: dict, jobs) -> Scenario:
+    return Scenario(cl, Profiles(profiles), tuple(sorted(jobs, key=lambda j: j.submit_time)))
+
+
+def snapshot(sc: Scenario, now=0.0, running=None, remaining=None) -> Snapshot:
+    """All jobs of `sc` submitted by `now`; running = {job_id: (node, gpus)}."""
+    running = running or {}
+    remaining = remaining or {}
+    views = []
+    for j in sc.jobs:
+        if j.submit_time <= now:
+            a = running.get(j.job_id)
+            views.append(JobView(j, remaining.get(j.job_id, j.epochs),
+                                 Assignment(*a) if a else None, a is not None))
+    return Snapshot(now, sc.cluster, sc.profiles, tuple(views))
+
+
+class Scripted:
+    """A policy that follows a function of the snapshot: for hand-computed schedules."""
+
+    name = "scripted"
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def decide(self, snap: Snapshot):
+        ids = {v.job_id for v in snap.jobs}
+        return {k: Assignment(*v) for k, v in self.fn(snap.time, ids).items()}

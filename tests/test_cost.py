@@ -1,0 +1,92 @@
+"""Hand-computed cost cases. Power and price are chosen so that 1 J costs 1e-7 EUR."""
+
+import pytest
+
+from andreas.cost import account_segments
+from andreas.policies import make_policy
+from andreas.sim.engine import simulate
+from helpers import Scripted, cluster, job, scenario
+
+E = 1e-7  # EUR per joule in these cases
+
+
+def by_job(result):
+    return {r.job_id: r for r in result.jobs}
+
+
+def test_one_job_takes_fastest_config_when_none_meets_due_date():
+    cl = cluster([("n1", "G", 2)], {"G": [100, 150]})
+    # (G,1): 100 s, 10 kJ; (G,2): 60 s, 9 kJ. Due at 50 s: neither meets it -> fastest, (G,2).
+    sc = scenario(cl, {"p": {("G", 1): 10.0, ("G", 2): 6.0}}, [job("a", due=50, weight=0.01)])
+    r = simulate(sc, make_policy("fifo"))
+    a = by_job(r)["a"]
+    assert a.completion_time == pytest.approx(60.0)
+    assert a.tardiness_cost == pytest.approx(10 * 0.01)
+    assert r.summary["energy_cost"] == pytest.approx(150 * 60 * E)
+    assert r.summary["total_cost"] == pytest.approx(0.1 + 9000 * E)
+    assert [(s.gpus, s.start, s.end) for s in r.segments] == [(2, 0.0, 60.0)]
+
+
+def test_cheapest_config_that_meets_due_date():
+    cl = cluster([("n1", "G", 2)], {"G": [100, 150]})
+    # Due at 200 s: both meet it; (G,2) costs 9 kJ < 10 kJ for (G,1).
+    sc = scenario(cl, {"p": {("G", 1): 10.0, ("G", 2): 6.0}}, [job("a", due=200)])
+    r = simulate(sc, make_policy("edf"))
+    assert r.segments[0].gpus == 2
+    # With (G,2) at 200 W the one-GPU run is cheaper (10 kJ < 12 kJ).
+    cl2 = cluster([("n1", "G", 2)], {"G": [100, 200]})
+    sc2 = scenario(cl2, {"p": {("G", 1): 10.0, ("G", 2): 6.0}}, [job("a", due=200)])
+    assert simulate(sc2, make_policy("edf")).segments[0].gpus == 1
+
+
+def test_two_jobs_share_a_node_and_split_its_energy_by_gpus():
+    cl = cluster([("n1", "G", 2)], {"G": [100, 150]})
+    jobs = [job("a", submit=0, due=90, weight=0.01, epochs=10),
+            job("b", submit=50, due=200, weight=0.01, epochs=5)]
+    sc = scenario(cl, {"p": {("G", 1): 10.0}}, jobs)
+    r = simulate(sc, make_policy("fifo"))
+    # [0,50]: 1 busy GPU, 100 W -> 5000 J (all a). [50,100]: 2 busy, 150 W -> 7500 J, split.
+    assert r.summary["energy_cost"] == pytest.approx(12500 * E)
+    a, b = by_job(r)["a"], by_job(r)["b"]
+    assert a.energy_cost == pytest.approx(8750 * E)
+    assert b.energy_cost == pytest.approx(3750 * E)
+    assert a.tardiness_cost == pytest.approx(0.1)  # done at 100, due 90
+    assert b.tardiness_cost == 0.0
+    assert r.summary["tardy_jobs"] == 1
+
+
+@pytest.mark.parametrize("overhead, completion, energy_j, tardiness", [
+    (0.0, 120.0, 12000.0, 0.0),   # resumed at 50, 7 epochs left: 50 + 70
+    (5.0, 125.0, 12500.0, 0.1),   # 5 s restart (powered, no progress), 5 s late x 0.02
+])
+def test_paused_and_resumed_job(overhead, completion, energy_j, tardiness):
+    cl = cluster([("n1", "G", 1)], {"G": [100]}, overhead=overhead)
+    jobs = [job("a", submit=0, due=120, weight=0.02, epochs=10),
+            job("b", submit=30, due=1000, epochs=2)]
+    sc = scenario(cl, {"p": {("G", 1): 10.0}}, jobs)
+    # b preempts a while it runs; a resumes when b is done.
+    policy = Scripted(lambda t, ids: {"b": ("n1", 1)} if "b" in ids else {"a": ("n1", 1)})
+    r = simulate(sc, policy)
+    a = by_job(r)["a"]
+    assert a.completion_time == pytest.approx(completion)
+    assert a.restarts == 1 and by_job(r)["b"].restarts == 0
+    assert r.summary["restarts"] == 1
+    assert r.summary["energy_cost"] == pytest.approx(energy_j * E)
+    assert r.summary["tardiness_cost"] == pytest.approx(tardiness)
+    phases = [(s.job_id, s.phase, s.start, s.end, round(s.epochs, 9)) for s in r.segments]
+    expected = [("a", "run", 0.0, 30.0, 3.0), ("b", "run", 30.0, 50.0, 2.0)]
+    if overhead:
+        expected.append(("a", "restart", 50.0, 55.0, 0.0))
+    expected.append(("a", "run", 50.0 + overhead, completion, 7.0))
+    assert sorted(phases, key=lambda p: (p[2], p[0])) == sorted(expected, key=lambda p: (p[2], p[0]))
+    # The independent recomputation from segments agrees.
+    again = account_segments(sc.cluster, sc.jobs, r.segments)
+    assert again.total_cost == pytest.approx(r.summary["total_cost"])
+
+
+def test_pue_and_price_scale_energy_cost():
+    cl = cluster([("n1", "G", 1)], {"G": [1000]}, price=0.2, pue=1.5)
+    sc = scenario(cl, {"p": {("G", 1): 36.0}}, [job("a", epochs=100)])  # 3600 s at 1 kW
+    r = simulate(sc, make_policy("fifo"))
+    assert r.summary["energy_kwh"] == pytest.approx(1.0)
+    assert r.summary["energy_cost"] == pytest.approx(1.0 * 0.2 * 1.5)

@@ -1,0 +1,112 @@
+"""Ordering of the baselines, best-fit placement, and the Randomized Greedy against the greedy."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from andreas.policies import make_policy
+from andreas.policies.greedy import RandomizedGreedy
+from andreas.policies.planning import PlanningContext
+from helpers import cluster, job, scenario, snapshot
+
+ONE_GPU = {"p": {("G", 1): 10.0}}
+
+
+def three_waiting():
+    cl = cluster([("n1", "G", 1)], {"G": [100]})
+    jobs = [job("early", submit=0, due=900, weight=0.01),
+            job("urgent", submit=1, due=300, weight=0.02),
+            job("heavy", submit=2, due=800, weight=0.05)]
+    return scenario(cl, ONE_GPU, jobs)
+
+
+@pytest.mark.parametrize("policy, first", [("fifo", "early"), ("edf", "urgent"),
+                                           ("ps", "heavy")])
+def test_baseline_orders(policy, first):
+    plan = make_policy(policy).decide(snapshot(three_waiting(), now=5))
+    assert list(plan) == [first]
+
+
+def test_baselines_never_preempt_running_jobs():
+    sc = three_waiting()
+    snap = snapshot(sc, now=5, running={"early": ("n1", 1)})
+    for name in ("fifo", "edf", "ps"):
+        assert dict(make_policy(name).decide(snap)) == {"early": snap.jobs[0].assignment}
+
+
+def best_fit_cluster():
+    return cluster([("n1", "G", 4), ("n2", "G", 4), ("n3", "G", 4), ("n4", "G", 4)],
+                   {"G": [100, 150, 200, 250]})
+
+
+@pytest.mark.parametrize("gpus, expected", [(1, "n1"), (2, "n3"), (4, "n2")])
+def test_best_fit_node_left_with_fewest_free_gpus(gpus, expected):
+    jobs = [job("r1", profile="one"), job("r3", profile="two"), job("new", profile="new")]
+    profiles = {"one": {("G", 3): 1.0}, "two": {("G", 2): 1.0}, "new": {("G", gpus): 1.0}}
+    sc = scenario(best_fit_cluster(), profiles, jobs)
+    # n1 has 1 free GPU, n2 4 free, n3 2 free, n4 4 free.
+    snap = snapshot(sc, running={"r1": ("n1", 3), "r3": ("n3", 2)})
+    plan = make_policy("fifo").decide(snap)
+    assert plan["new"].node == expected  # ties (n2 vs n4) go to the node listed first
+
+
+def test_falls_back_to_next_configuration_then_waits():
+    cl = cluster([("n1", "G", 2)], {"G": [100, 150]})
+    profiles = {"p": {("G", 2): 5.0, ("G", 1): 10.0}}
+    jobs = [job("run"), job("next"), job("wait")]
+    sc = scenario(cl, profiles, jobs)
+    snap = snapshot(sc, running={"run": ("n1", 1)})
+    plan = make_policy("fifo").decide(snap)
+    assert plan["next"].gpus == 1  # (G,2) does not fit any more; (G,1) does
+    assert "wait" not in plan
+
+
+def test_greedy_replans_running_jobs_by_pressure():
+    cl = cluster([("n1", "G", 1)], {"G": [100]})
+    jobs = [job("relaxed", due=1e6, weight=0.01), job("late", due=10, weight=0.05)]
+    sc = scenario(cl, ONE_GPU, jobs)
+    snap = snapshot(sc, running={"relaxed": ("n1", 1)})
+    plan = make_policy("greedy").decide(snap)
+    assert list(plan) == ["late"]  # the running, relaxed job is paused
+
+
+@st.composite
+def snapshots(draw):
+    n_nodes = draw(st.integers(1, 4))
+    nodes = [(f"n{i}", "AB"[i % 2], draw(st.integers(1, 4))) for i in range(n_nodes)]
+    power = {t: sorted(draw(st.lists(st.floats(50, 500), min_size=4, max_size=4)))
+             for t in "AB"}
+    profiles = {}
+    for p in ("p0", "p1"):
+        configs = {}
+        for t in "AB":
+            for g in (1, 2, 4):
+                if draw(st.booleans()) or (t == "A" and g == 1):
+                    configs[(t, g)] = draw(st.floats(1, 100)) / g ** 0.5
+        profiles[p] = configs
+    # every node of type A must exist to host ("A", 1): make node 0 type A
+    n_jobs = draw(st.integers(1, 8))
+    jobs = [job(f"j{i}", submit=0, due=draw(st.floats(10, 5000)),
+                weight=draw(st.floats(0.001, 0.1)), epochs=draw(st.floats(1, 50)),
+                profile=draw(st.sampled_from(["p0", "p1"]))) for i in range(n_jobs)]
+    return snapshot(scenario(cluster(nodes, power), profiles, jobs), now=draw(st.floats(0, 100)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(snapshots(), st.integers(1, 1000))
+def test_randomized_greedy_never_worse_than_greedy_on_proxy(snap, seed):
+    ctx = PlanningContext(snap)
+    greedy_best = make_policy("greedy").elite(ctx)[0]
+    andreas_elite = make_policy("andreas", seed=seed, max_iterations=50).elite(ctx)
+    assert andreas_elite[0].proxy_cost <= greedy_best.proxy_cost + 1e-12
+    costs = [e.proxy_cost for e in andreas_elite]
+    assert costs == sorted(costs) and len(andreas_elite) <= 10
+    # The plan it returns is the best of its elite.
+    plan = make_policy("andreas", seed=seed, max_iterations=50).decide(snap)
+    assert plan == ctx.to_plan(list(andreas_elite[0].placed))
+
+
+def test_greedy_and_andreas_share_one_implementation():
+    assert isinstance(make_policy("greedy"), RandomizedGreedy)
+    assert make_policy("greedy").params.max_iterations == 1
+    assert make_policy("andreas", max_iterations=7).params.max_iterations == 7

@@ -18,7 +18,7 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/andreas generate --nodes 10 --lambda 10000 --seed 1 --out demo-out/scenario
 	$(BIN)/andreas simulate demo-out/scenario --policy andreas --seed 1 --out demo-out/andreas
-	$(BIN)/andreas compare --generate 10 --instances 5 --lambda 10000 --seeds 1-3 \
+	$(BIN)/andreas compare --generate 10 --instances 5 --lambda 10000 --seeds 1-5 \
 		--policies fifo,edf,ps,greedy,andreas --out demo-out/compare
 
 test: $(STAMP)

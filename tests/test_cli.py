@@ -86,7 +86,7 @@ def test_generate_then_compare_writes_table(tmp_path):
     assert table[0]["reduction_vs_fifo_pct"] == 0.0
     runs = (tmp_path / "cmp" / "runs.csv").read_text().splitlines()
     assert len(runs) == 1 + 2 * (3 + 1 + 2)
-    assert "andreas" in run.stdout and "vs fifo" in run.stdout
+    assert "andreas" in run.stdout and "% vs fifo" in run.stdout
 
 
 def test_help_on_every_command():
@@ -152,3 +152,28 @@ def test_bad_options_exit_2(tmp_path):
     assert andreas("simulate", sc, "--policy", "nope", "--out", tmp_path / "o").returncode == 2
     assert andreas("compare", sc, "--seeds", "x-y").returncode == 2
     assert andreas("compare").returncode == 2
+
+
+def test_report_plot_and_sweep_commands(tmp_path):
+    run = andreas("compare", "--generate", 2, "--instances", 2, "--lambda", 5000, "--seeds", "1",
+                  "--max-iterations", 20, "--workers", 2, "--report", tmp_path / "rep")
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / "rep" / "report.html").exists()
+    sc = write(tmp_path / "sc")
+    assert andreas("simulate", sc, "--policy", "greedy", "--out", tmp_path / "o").returncode == 0
+    run = andreas("plot", tmp_path / "o")
+    assert run.returncode == 0, run.stderr
+    for name in ("gantt.png", "power.png", "cumulative.png"):
+        assert (tmp_path / "o" / name).read_bytes()[:4] == b"\x89PNG"
+    run = andreas("sweep", "--out", tmp_path / "sw", "--nodes", "2", "--lambdas", "5000,20000",
+                  "--instances", 2, "--policies", "fifo,andreas", "--max-iterations", 20)
+    assert run.returncode == 0, run.stderr
+    assert "N=2 vs fifo" in (tmp_path / "sw" / "reductions.md").read_text()
+    assert len((tmp_path / "sw" / "sweep.csv").read_text().splitlines()) == 1 + 2 * 2 * 2
+    for name in ("cost_vs_lambda.png", "reduction_vs_fifo_vs_lambda.png", "summary.csv"):
+        assert (tmp_path / "sw" / name).exists()
+    again = andreas("sweep", "--out", tmp_path / "sw", "--nodes", "2", "--lambdas",
+                    "5000,20000", "--instances", 2, "--policies", "fifo,andreas",
+                    "--max-iterations", 50)
+    assert again.returncode == 2 and "other settings" in again.stderr
+    assert andreas("plot", tmp_path / "nothing").returncode == 2

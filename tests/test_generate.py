@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from andreas.experiments.compare import run_compare, summarize
+from andreas.experiments.compare import compare
 from andreas.io import load_scenario, write_scenario
 from andreas.sim.generate import WEIGHT_RANGE, generate_paper_style, load_template
 
@@ -48,7 +48,7 @@ def test_andreas_beats_every_baseline_on_the_paper_scenario(paper):
     """The core issue's done criterion: 10 nodes, λ = 10000, mean over 5 instances."""
     scenarios = [generate_paper_style(paper, 10, k, 10000) for k in range(1, 6)]
     policies = ["fifo", "edf", "ps", "andreas"]
-    table = {r["policy"]: r for r in summarize(run_compare(scenarios, policies, [1]), policies)}
+    table = {r["policy"]: r for r in compare(scenarios, policies, [1], workers=2).table()}
     for baseline in ("fifo", "edf", "ps"):
         assert table["andreas"]["total_cost_mean"] < table[baseline]["total_cost_mean"]
         assert table["andreas"][f"reduction_vs_{baseline}_pct"] > 0

@@ -18,12 +18,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .errors import AndreasError
-from .experiments.compare import BASELINES, plan_runs, run_compare, summarize, write_table
+from .experiments.compare import BASELINES, compare, write_comparison
+from .experiments.runner import default_workers, plan_runs
 from .io import load_scenario, write_scenario
 from .policies import POLICIES, make_policy
 from .sim.engine import simulate
 from .sim.generate import DEFAULT_LAMBDA, generate_paper_style, load_template
-from .sim.output import atomic_directory, recompute, write_result, write_result_files
+from .sim.output import atomic_directory, load_output, recompute, write_result
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="ANDREAS: energy- and deadline-aware scheduling of deep-learning jobs on "
@@ -155,12 +156,16 @@ def compare_cmd(
     scenario: str = typer.Option("paper", help="With --generate: the template."),
     lam: float = typer.Option(DEFAULT_LAMBDA, "--lambda", "--lam", min=1e-9,
                               help="With --generate: λ (mean inter-arrival λ/N s)."),
-    out: Optional[Path] = typer.Option(None, help="Write table.csv, table.json, runs.csv here."),
+    out: Optional[Path] = typer.Option(None, help="Write table.csv, table.json, runs.csv, "
+                                       "timings.csv and jobs.csv here."),
+    report: Optional[Path] = typer.Option(None, help="Write report.html, one PNG per figure "
+                                          "and the tables here."),
+    workers: int = typer.Option(0, min=0, help="Worker processes (0 = one per core)."),
     period: Optional[float] = Period,
     max_iterations: int = MaxIt, pi: float = Pi, alpha: float = Alpha, beta: float = Beta,
     elite_size: int = Elite,
 ) -> None:
-    """Run several policies on the same scenarios and print a cost table."""
+    """Run several policies on the same scenarios and print a cost table with 95 % CIs."""
     names = parse_policies(policies)
     seed_list = parse_seeds(seeds)
     params = greedy_params(max_iterations, pi, alpha, beta, elite_size)
@@ -177,13 +182,80 @@ def compare_cmd(
     total = len(plan_runs(len(scenarios), names, seed_list))
     with _progress() as bar:
         task = bar.add_task("simulating", total=total)
-        rows = run_compare(scenarios, names, seed_list, period=period, params=params,
-                           on_run=lambda spec: bar.advance(task))
-    table = summarize(rows, names)
+        comparison = compare(scenarios, names, seed_list, period=period, params=params,
+                             workers=workers or default_workers(),
+                             on_done=lambda i: bar.advance(task))
+    table = comparison.table()
     console.print(render_table(table, len(scenarios)))
     if out is not None:
-        write_table(table, rows, out)
-        console.print(f"wrote {out}/table.csv, table.json, runs.csv")
+        with atomic_directory(out, marker="table.json") as tmp:
+            write_comparison(comparison, tmp)
+        console.print(f"wrote {out}/table.csv, table.json, runs.csv, timings.csv, jobs.csv")
+    if report is not None:
+        from .experiments.report import write_report  # matplotlib: import only when drawing
+
+        with atomic_directory(report, marker="report.html") as tmp:
+            write_report(comparison, tmp)
+        console.print(f"wrote {report}/report.html and its figures")
+
+
+@app.command("plot")
+@user_errors
+def plot_cmd(
+    out_dir: Path = typer.Argument(..., help="An 'andreas simulate' output directory."),
+    to: Optional[Path] = typer.Option(None, "--to", help="Where to write the PNGs "
+                                      "(default: OUT_DIR)."),
+) -> None:
+    """Draw the Gantt chart, power over time and cumulative cost of one simulation."""
+    from .experiments.report import single_run_figures
+
+    cluster, segments, jobs, summary = load_output(out_dir)
+    target = to or out_dir
+    target.mkdir(parents=True, exist_ok=True)
+    names = single_run_figures(cluster, {summary.get("policy", "run"): (segments, jobs)}, target)
+    console.print(f"wrote {', '.join(str(target / n) for n in names)}")
+
+
+@app.command("sweep")
+@user_errors
+def sweep_cmd(
+    out: Path = typer.Option(..., help="Sweep directory (sweep.csv, summary.csv, "
+                             "reductions.md, plots). Rerun to resume."),
+    nodes: str = typer.Option("2,5,10,20", help="Node counts."),
+    lambdas: str = typer.Option("5000,10000,20000,50000", "--lambdas", help="Values of λ (s)."),
+    instances: int = typer.Option(5, min=1, help="Instances K per (nodes, λ)."),
+    policies: str = typer.Option("fifo,edf,ps,greedy,andreas", help="Comma-separated policies."),
+    seeds: str = typer.Option("1", help="Seeds of randomised policies."),
+    scenario: str = typer.Option("paper", help="Template: 'paper' or a template directory."),
+    workers: int = typer.Option(0, min=0, help="Worker processes (0 = one per core)."),
+    period: Optional[float] = Period,
+    max_iterations: int = MaxIt, pi: float = Pi, alpha: float = Alpha, beta: float = Beta,
+    elite_size: int = Elite,
+) -> None:
+    """Sweep node counts × λ × instances in the paper's style; resumable."""
+    from .experiments.sweep import SweepConfig, read_rows, run_sweep, write_sweep_outputs
+
+    names = parse_policies(policies)
+    try:
+        node_list = tuple(int(x) for x in nodes.split(","))
+        lam_list = tuple(float(x) for x in lambdas.split(","))
+    except ValueError:
+        raise AndreasError("--nodes and --lambdas: expected comma-separated numbers") from None
+    if any(n < 1 for n in node_list) or any(x <= 0 for x in lam_list):
+        raise AndreasError("--nodes must be >= 1 and --lambdas > 0")
+    config = SweepConfig(scenario, node_list, lam_list, instances, tuple(names),
+                         tuple(parse_seeds(seeds)), period,
+                         greedy_params(max_iterations, pi, alpha, beta, elite_size))
+    template = load_template(scenario)
+    missing = len([k for k in config.keys() if k not in read_rows(out / "sweep.csv")])
+    with _progress() as bar:
+        task = bar.add_task("sweeping", total=missing)
+        rows, ran = run_sweep(config, template, out, workers=workers or default_workers(),
+                              on_done=lambda i: bar.advance(task))
+    write_sweep_outputs(rows, names, out)
+    console.print(f"{ran} run(s) done now, {len(rows) - ran} reused; wrote {out}/sweep.csv, "
+                  "summary.csv, reductions.md and plots")
+    console.print((out / "reductions.md").read_text(), markup=False)
 
 
 @app.command("policies")
@@ -220,20 +292,30 @@ def account_cmd(
 
 def render_table(table: list[dict], n_instances: int) -> Table:
     baselines = [b for b in BASELINES if f"reduction_vs_{b}_pct" in table[0]]
-    t = Table(title=f"Mean over {n_instances} instance(s); reductions averaged per instance")
-    for col in ("policy", "runs", "total EUR", "energy EUR", "tardiness EUR", "tardy jobs",
-                "restarts", "sched s"):
+    t = Table(title=f"Mean over {n_instances} instance(s) and seeds, ±95 % CI; % cost reduction "
+              f"per instance, then averaged")
+    for col in ("policy", "runs", "total EUR ±95% CI", "energy EUR", "tardiness EUR",
+                "tardy jobs", "restarts", "sched s"):
         t.add_column(col, justify="left" if col == "policy" else "right")
     for b in baselines:
-        t.add_column(f"vs {b}", justify="right")
+        t.add_column(f"% vs {b}", justify="right")
     for r in table:
-        cells = [r["policy"], str(r["runs"]), f"{r['total_cost_mean']:.2f}",
+        half = (r["total_cost_ci_high"] - r["total_cost_ci_low"]) / 2
+        cells = [r["policy"], str(r["runs"]), f"{r['total_cost_mean']:.2f} ±{half:.2f}",
                  f"{r['energy_cost_mean']:.2f}", f"{r['tardiness_cost_mean']:.2f}",
                  f"{r['tardy_jobs_mean']:.1f}", f"{r['restarts_mean']:.1f}",
                  f"{r['scheduler_seconds_mean']:.2f}"]
-        cells += [f"{r[f'reduction_vs_{b}_pct']:+.1f} %" for b in baselines]
+        cells += [_reduction(r, b) for b in baselines]
         t.add_row(*cells)
     return t
+
+
+def _reduction(row: dict, baseline: str) -> str:
+    mean = row[f"reduction_vs_{baseline}_pct"]
+    if mean != mean:  # NaN: no instance with a positive baseline cost
+        return "–"
+    half = (row[f"reduction_vs_{baseline}_ci_high"] - row[f"reduction_vs_{baseline}_ci_low"]) / 2
+    return f"{mean:+.1f} ±{half:.1f}"
 
 
 def _progress() -> Progress:

@@ -43,6 +43,10 @@ class Cluster:
     def __post_init__(self) -> None:
         object.__setattr__(self, "gpu_types", MappingProxyType(dict(self.gpu_types)))
 
+    def __reduce__(self):  # read-only mappings do not pickle; worker processes need this
+        return (Cluster, (dict(self.gpu_types), self.nodes, self.energy_price, self.pue,
+                          self.restart_overhead_s))
+
     def node_index(self, name: str) -> int:
         for i, node in enumerate(self.nodes):
             if node.name == name:
@@ -77,6 +81,9 @@ class Profiles:
     def __post_init__(self) -> None:
         frozen = {p: MappingProxyType(dict(c)) for p, c in self.table.items()}
         object.__setattr__(self, "table", MappingProxyType(frozen))
+
+    def __reduce__(self):
+        return (Profiles, ({p: dict(c) for p, c in self.table.items()},))
 
     def configs(self, profile: str) -> Mapping[Config, float]:
         return self.table[profile]

@@ -15,14 +15,17 @@ from dataclasses import astuple, fields
 from pathlib import Path
 from typing import Iterator
 
+import yaml
+
 from ..cost import CostBreakdown, account_segments
 from ..errors import AndreasError, ScenarioError
+from ..io import cluster_document, read_cluster
 from ..model import Scenario, Segment
 from .engine import JobRecord, SimulationResult
 
 SEGMENT_COLUMNS = tuple(f.name for f in fields(Segment))
 JOB_COLUMNS = tuple(f.name for f in fields(JobRecord))
-OUTPUT_FILES = ("summary.json", "jobs.csv", "segments.csv")
+OUTPUT_FILES = ("summary.json", "jobs.csv", "segments.csv", "cluster.yaml")
 
 
 @contextmanager
@@ -52,6 +55,10 @@ def atomic_directory(out_dir: str | Path, marker: str = "summary.json") -> Itera
 
 
 def write_result_files(result: SimulationResult, directory: Path) -> None:
+    """summary.json, jobs.csv, segments.csv, and a copy of the cluster (cluster.yaml) so the
+    output can be plotted and re-costed on its own."""
+    with (directory / "cluster.yaml").open("w", encoding="utf-8") as f:
+        yaml.safe_dump(cluster_document(result.scenario.cluster), f, sort_keys=False)
     with (directory / "summary.json").open("w", encoding="utf-8") as f:
         json.dump(result.summary, f, indent=2)
         f.write("\n")
@@ -100,3 +107,41 @@ def recompute(scenario: Scenario, out_dir: str | Path) -> CostBreakdown:
     """Every cost of a simulation rebuilt from its `segments.csv` and the scenario alone."""
     return account_segments(scenario.cluster, scenario.jobs,
                             read_segments(Path(out_dir) / "segments.csv"))
+
+
+def read_job_records(path: str | Path) -> list[JobRecord]:
+    path = Path(path)
+    records = []
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            missing = [c for c in JOB_COLUMNS if c not in (reader.fieldnames or [])]
+            if missing:
+                raise ScenarioError(path, "missing column", line=1, field=missing[0])
+            for row in reader:
+                try:
+                    records.append(JobRecord(
+                        row["job_id"], *(float(row[c]) for c in JOB_COLUMNS[1:-1]),
+                        int(row["restarts"])))
+                except ValueError as exc:
+                    raise ScenarioError(path, f"bad value: {exc}", line=reader.line_num) from None
+    except FileNotFoundError:
+        raise ScenarioError(path, "file not found") from None
+    return records
+
+
+def load_output(out_dir: str | Path):
+    """(cluster, segments, job records, summary) of one `andreas simulate` output directory."""
+    out_dir = Path(out_dir)
+    if not out_dir.is_dir():
+        raise AndreasError(f"{out_dir}: not a directory; expected an 'andreas simulate' output")
+    cluster = read_cluster(out_dir / "cluster.yaml")
+    try:
+        summary = json.loads((out_dir / "summary.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ScenarioError(out_dir / "summary.json", "file not found") from None
+    except json.JSONDecodeError as exc:
+        raise ScenarioError(out_dir / "summary.json", f"invalid JSON: {exc.msg}",
+                            line=exc.lineno) from None
+    return (cluster, read_segments(out_dir / "segments.csv"),
+            read_job_records(out_dir / "jobs.csv"), summary)

@@ -1,4 +1,5 @@
-# make demo  - set up a virtual environment and compare all policies on the paper scenario
+# make demo  - set up a virtual environment, compare all policies on the paper scenario and
+#              write an HTML report to demo-out/report/report.html
 # make test  - set up and run the whole test suite
 # make bench - time whole simulations per policy; writes bench/results.md
 PYTHON ?= python3
@@ -19,7 +20,7 @@ demo: $(STAMP)
 	$(BIN)/andreas generate --nodes 10 --lambda 10000 --seed 1 --out demo-out/scenario
 	$(BIN)/andreas simulate demo-out/scenario --policy andreas --seed 1 --out demo-out/andreas
 	$(BIN)/andreas compare --generate 10 --instances 5 --lambda 10000 --seeds 1-5 \
-		--policies fifo,edf,ps,greedy,andreas --out demo-out/compare
+		--policies fifo,edf,ps,greedy,andreas --out demo-out/compare --report demo-out/report
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

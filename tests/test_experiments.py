@@ -8,6 +8,7 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 from PIL import Image
+from scipy import stats
 
 from andreas.experiments import figures as F
 from andreas.experiments.compare import compare, write_comparison
@@ -85,7 +86,13 @@ def test_cost_bar_data_is_the_table(report_dir):
         assert bar["energy"] + bar["tardiness"] == pytest.approx(bar["total"])
         assert (bar["low"], bar["high"]) == (row["total_cost_ci_low"], row["total_cost_ci_high"])
         mine = [float(r["total_cost"]) for r in runs if r["policy"] == row["policy"]]
-        assert bar["total"] == pytest.approx(np.mean(mine))
+        assert bar["total"] == pytest.approx(np.mean(mine))  # equal seeds per instance
+        per_instance = [np.mean([float(r["total_cost"]) for r in runs
+                                 if r["policy"] == row["policy"] and r["instance"] == i])
+                        for i in dict.fromkeys(r["instance"] for r in runs)]
+        half = stats.t.ppf(0.975, len(per_instance) - 1) * np.std(per_instance, ddof=1) \
+            / np.sqrt(len(per_instance))
+        assert bar["high"] - bar["total"] == pytest.approx(half)
         assert bar["low"] <= bar["total"] <= bar["high"]
 
 

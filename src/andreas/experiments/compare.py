@@ -88,6 +88,15 @@ def compare(scenarios: Sequence[Scenario], policies: Sequence[str], seeds: Seque
     return Comparison(scenarios, list(policies), specs, results)
 
 
+def _instance_means(rows: Sequence[dict], metric: str) -> list[float]:
+    by_instance: dict[str, list[float]] = {}
+    for r in rows:
+        by_instance.setdefault(r["instance"], []).append(r[metric])
+    if len(by_instance) == 1:
+        return next(iter(by_instance.values()))
+    return [sum(v) / len(v) for v in by_instance.values()]
+
+
 def _finite_mean(xs) -> float:
     xs = [x for x in xs if x is not None and not math.isnan(x)]
     return sum(xs) / len(xs) if xs else math.nan
@@ -95,8 +104,12 @@ def _finite_mean(xs) -> float:
 
 def summarize(rows: Sequence[dict], policies: Sequence[str],
               timings: Sequence[dict] = ()) -> list[dict]:
-    """One row per policy: mean and 95 % CI of each metric over runs, mean scheduler time, and
-    the per-instance % reduction against each baseline, averaged with its CI."""
+    """One row per policy: mean and 95 % CI of each metric, mean scheduler time, and the
+    per-instance % reduction against each baseline, averaged with its CI.
+
+    Seeds of one instance are not independent samples of the workload, so with several
+    instances a metric's CI is taken over the per-instance means (seeds averaged first); with
+    one instance, over its seeds."""
     baselines = [b for b in BASELINES if b in policies]
     instances = list(dict.fromkeys(r["instance"] for r in rows))
     per_instance = {(i, p): _finite_mean(r["total_cost"] for r in rows
@@ -107,7 +120,7 @@ def summarize(rows: Sequence[dict], policies: Sequence[str],
         mine = [r for r in rows if r["policy"] == p]
         entry: dict = {"policy": p, "runs": len(mine)}
         for m in CI_METRICS:
-            est = mean_ci(r[m] for r in mine)
+            est = mean_ci(_instance_means(mine, m))
             entry[f"{m}_mean"], entry[f"{m}_ci_low"], entry[f"{m}_ci_high"] = \
                 est.mean, est.low, est.high
         for b in baselines:

@@ -55,9 +55,11 @@ def draw_cost_bars(data: list[dict], path: Path) -> None:
     totals = np.array([d["total"] for d in data])
     err = np.array([[d["total"] - d["low"] for d in data], [d["high"] - d["total"] for d in data]])
     ax.errorbar(x, totals, yerr=err, fmt="none", ecolor="black", capsize=4, label="95 % CI")
-    for xi, t in zip(x, totals):
-        ax.annotate(f"{t:.2f}", (xi, t), textcoords="offset points", xytext=(0, 6), ha="center",
-                    fontsize=9)
+    for xi, t, d in zip(x, totals, data):
+        top = d["high"] if d["high"] == d["high"] else t  # NaN-safe
+        ax.annotate(f"{t:.2f}", (xi, top), textcoords="offset points", xytext=(0, 4),
+                    ha="center", fontsize=9)
+    ax.margins(y=0.12)
     ax.set_xticks(x, [d["policy"] for d in data])
     ax.set_ylabel("mean total cost per instance (EUR)")
     ax.set_title("Total cost per policy: energy + tardiness")

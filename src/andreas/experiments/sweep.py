@@ -246,7 +246,8 @@ def draw_sweep_lines(summary: Sequence[dict], policies: Sequence[str], out_dir: 
                        f"reduction_vs_{b}_vs_nodes")]
     for x, panel, y, label, name in specs:
         data = sweep_line_data(summary, x, panel, y, policies)
-        fig, axes = plt.subplots(1, len(data), figsize=(4.2 * len(data), 3.8), squeeze=False)
+        fig, axes = plt.subplots(1, len(data), figsize=(4.2 * len(data), 3.9), squeeze=False,
+                                 layout="constrained")
         for ax, (pv, lines) in zip(axes[0], data.items()):
             for p, (xs, mean, lo, hi) in lines.items():
                 if y.startswith("reduction") and p in BASELINES:
@@ -257,6 +258,9 @@ def draw_sweep_lines(summary: Sequence[dict], policies: Sequence[str], out_dir: 
             ax.set_xlabel("λ (s)" if x == "lambda" else "nodes")
             if x == "lambda":
                 ax.set_xscale("log")
+            ticks = sorted({v for xs, *_ in lines.values() for v in xs})
+            ax.set_xticks(ticks, [f"{v:g}" for v in ticks], rotation=30 if x == "lambda" else 0)
+            ax.minorticks_off()
             if y == "total_cost_mean":
                 ax.set_yscale("log")
         axes[0, 0].set_ylabel(label)

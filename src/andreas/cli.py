@@ -76,14 +76,25 @@ def parse_policies(text: str) -> list[str]:
 
 
 def greedy_params(max_iterations: int, pi: float, alpha: float, beta: float,
-                  elite_size: int) -> dict:
+                  elite_size: int, score: str = "lookahead", order: str = "pressure",
+                  extra_orders: str = "") -> dict:
     if max_iterations < 1 or elite_size < 1:
         raise AndreasError("--max-iterations and --elite-size must be >= 1")
     for name, v in (("--pi", pi), ("--alpha", alpha), ("--beta", beta)):
         if not 0.0 <= v <= 1.0:
             raise AndreasError(f"{name}: expected a value in [0, 1], got {v}")
+    from .policies.orderings import ORDERINGS
+    from .policies.scoring import SCORES
+
+    if score not in SCORES:
+        raise AndreasError(f"--score: expected one of {', '.join(SCORES)}, got {score!r}")
+    extras = tuple(o.strip() for o in extra_orders.split(",") if o.strip())
+    for o in (order, *extras):
+        if o not in ORDERINGS:
+            raise AndreasError(f"--order/--extra-orders: expected one of "
+                               f"{', '.join(ORDERINGS)}, got {o!r}")
     return dict(max_iterations=max_iterations, pi=pi, alpha=alpha, beta=beta,
-                elite_size=elite_size)
+                elite_size=elite_size, score=score, order=order, extra_orders=extras)
 
 
 MaxIt = typer.Option(1000, help="Randomized Greedy: most iterations per decision.")
@@ -91,6 +102,11 @@ Pi = typer.Option(0.05, help="Randomized Greedy: swap-probability bias π by wei
 Alpha = typer.Option(0.05, help="Randomized Greedy: share α of configurations to pick among.")
 Beta = typer.Option(0.2, help="Randomized Greedy: share β of best-fitting nodes to pick among.")
 Elite = typer.Option(10, help="Randomized Greedy: number of best plans kept.")
+Score = typer.Option("lookahead", help="Greedy plan score: 'lookahead' (estimated cost of "
+                     "finishing every job) or 'proxy' (the paper's, up to the first completion).")
+Order = typer.Option("pressure", help="Greedy job order: pressure (the paper's), wspt, atc, "
+                     "edf, fifo, ps.")
+Extra = typer.Option("", help="Randomized Greedy: also start from these orders, e.g. 'wspt,atc'.")
 Period = typer.Option(None, help="Also reschedule every PERIOD simulated seconds.")
 
 
@@ -104,11 +120,12 @@ def simulate_cmd(
     out: Path = typer.Option(..., help="Output directory (summary.json, jobs.csv, segments.csv)."),
     period: Optional[float] = Period,
     max_iterations: int = MaxIt, pi: float = Pi, alpha: float = Alpha, beta: float = Beta,
-    elite_size: int = Elite,
+    elite_size: int = Elite, score: str = Score, order: str = Order, extra_orders: str = Extra,
 ) -> None:
     """Simulate one policy on one scenario and write its schedule and costs."""
     parse_policies(policy)
-    params = greedy_params(max_iterations, pi, alpha, beta, elite_size)
+    params = greedy_params(max_iterations, pi, alpha, beta, elite_size, score, order,
+                                extra_orders)
     scenario = load_scenario(scenario_dir)
     with _progress() as bar:
         task = bar.add_task(f"{policy} on {scenario.name}", total=len(scenario.jobs))
@@ -163,12 +180,13 @@ def compare_cmd(
     workers: int = typer.Option(0, min=0, help="Worker processes (0 = one per core)."),
     period: Optional[float] = Period,
     max_iterations: int = MaxIt, pi: float = Pi, alpha: float = Alpha, beta: float = Beta,
-    elite_size: int = Elite,
+    elite_size: int = Elite, score: str = Score, order: str = Order, extra_orders: str = Extra,
 ) -> None:
     """Run several policies on the same scenarios and print a cost table with 95 % CIs."""
     names = parse_policies(policies)
     seed_list = parse_seeds(seeds)
-    params = greedy_params(max_iterations, pi, alpha, beta, elite_size)
+    params = greedy_params(max_iterations, pi, alpha, beta, elite_size, score, order,
+                                extra_orders)
     if generate is not None:
         if scenario_dirs:
             raise AndreasError("give scenario directories or --generate, not both")
@@ -230,7 +248,7 @@ def sweep_cmd(
     workers: int = typer.Option(0, min=0, help="Worker processes (0 = one per core)."),
     period: Optional[float] = Period,
     max_iterations: int = MaxIt, pi: float = Pi, alpha: float = Alpha, beta: float = Beta,
-    elite_size: int = Elite,
+    elite_size: int = Elite, score: str = Score, order: str = Order, extra_orders: str = Extra,
 ) -> None:
     """Sweep node counts × λ × instances in the paper's style; resumable."""
     from .experiments.sweep import SweepConfig, read_rows, run_sweep, write_sweep_outputs
@@ -245,7 +263,8 @@ def sweep_cmd(
         raise AndreasError("--nodes must be >= 1 and --lambdas > 0")
     config = SweepConfig(scenario, node_list, lam_list, instances, tuple(names),
                          tuple(parse_seeds(seeds)), period,
-                         greedy_params(max_iterations, pi, alpha, beta, elite_size))
+                         greedy_params(max_iterations, pi, alpha, beta, elite_size, score, order,
+                                extra_orders))
     template = load_template(scenario)
     missing = len([k for k in config.keys() if k not in read_rows(out / "sweep.csv")])
     with _progress() as bar:

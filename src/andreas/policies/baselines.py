@@ -1,24 +1,23 @@
-"""The paper's first-principle baselines: FIFO, EDF and priority scheduling (PS).
+"""First-principle baselines: FIFO, EDF and priority scheduling (PS) from the paper, and the
+classic weighted-tardiness rules WSPT and ATC.
 
-One engine, three orderings. Running jobs are never preempted; waiting jobs, in order, get the
+One engine, five orderings. Running jobs are never preempted; waiting jobs, in order, get the
 cheapest configuration that meets their due date (else the fastest), placed best-fit.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
-from .base import Assignment, JobView, Plan, Snapshot, register
+from .base import Assignment, Plan, Snapshot, register
+from .orderings import ORDERINGS, Ordering
 from .planning import PlanningContext
-
-OrderKey = Callable[[JobView], tuple]
 
 
 @dataclass
 class OrderedNonPreemptive:
     name: str
-    key: OrderKey
+    order: Ordering
 
     def decide(self, snapshot: Snapshot) -> Plan:
         ctx = PlanningContext(snapshot)
@@ -29,8 +28,7 @@ class OrderedNonPreemptive:
                 free[current[0]] -= current[1]
                 plan[ctx.job_ids[j]] = ctx.views[j].assignment
         waiting = [j for j, v in enumerate(ctx.views) if v.assignment is None]
-        waiting.sort(key=lambda j: self.key(ctx.views[j]))
-        for j in waiting:
+        for j in self.order(ctx, waiting):
             placed = ctx.place(j, free)
             if placed is not None:
                 node, cand = placed
@@ -38,28 +36,14 @@ class OrderedNonPreemptive:
         return plan
 
 
-def _submit(v: JobView) -> tuple:
-    return (v.job.submit_time,)
+def _register(name: str, summary: str) -> None:
+    register(name, randomized=False, summary=summary)(
+        lambda **_: OrderedNonPreemptive(name, ORDERINGS[name]))
 
 
-def _due(v: JobView) -> tuple:
-    return (v.job.due_date, v.job.submit_time)
-
-
-def _weight(v: JobView) -> tuple:
-    return (-v.job.tardiness_weight, v.job.submit_time)
-
-
-@register("fifo", randomized=False, summary="first in, first out; never preempts")
-def fifo(**_: object) -> OrderedNonPreemptive:
-    return OrderedNonPreemptive("fifo", _submit)
-
-
-@register("edf", randomized=False, summary="earliest due date first; never preempts")
-def edf(**_: object) -> OrderedNonPreemptive:
-    return OrderedNonPreemptive("edf", _due)
-
-
-@register("ps", randomized=False, summary="priority: highest tardiness weight first; never preempts")
-def ps(**_: object) -> OrderedNonPreemptive:
-    return OrderedNonPreemptive("ps", _weight)
+_register("fifo", "first in, first out; never preempts")
+_register("edf", "earliest due date first; never preempts")
+_register("ps", "priority: highest tardiness weight first; never preempts")
+_register("wspt", "weighted shortest processing time (weight / fastest remaining time) first; "
+          "never preempts")
+_register("atc", "apparent tardiness cost rule (K = 2) first; never preempts")

@@ -12,8 +12,11 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from ..errors import AndreasError
 from .base import Plan, Snapshot, register
+from .orderings import ORDERINGS
 from .planning import Candidate, PlanningContext
+from .scoring import SCORES
 
 Placed = list[tuple[int, Candidate] | None]
 
@@ -28,6 +31,20 @@ class GreedyParams:
     beta: float = 0.2  # share of the best-fitting nodes to pick among
     elite_size: int = 10
     seed: int = 1
+    score: str = "lookahead"  # how plans are compared: "lookahead" or the paper's "proxy"
+    order: str = "pressure"  # the greedy's job order: pressure, wspt, atc, edf, ...
+    # Extra deterministic passes with these orders, tried right after the main one (the
+    # Randomized Greedy only): under overload WSPT and ATC orders beat the pressure order.
+    extra_orders: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.score not in SCORES:
+            raise AndreasError(f"unknown score {self.score!r}; expected one of "
+                               f"{', '.join(SCORES)}")
+        for order in (self.order, *self.extra_orders):
+            if order not in ORDERINGS:
+                raise AndreasError(f"unknown order {order!r}; expected one of "
+                                   f"{', '.join(ORDERINGS)}")
 
 
 @dataclass(frozen=True)
@@ -54,21 +71,25 @@ class RandomizedGreedy:
         """The best distinct plans found, cheapest first by proxy cost (iteration 0 is the
         deterministic greedy pass, so the best is never worse than it)."""
         p = self.params
-        order0 = self.pressure_order(ctx)
+        score = SCORES[p.score]
+        order0 = ORDERINGS[p.order](ctx, list(range(len(ctx.job_ids))))
         iterations = max(1, min(p.max_iterations, self.iteration_cap(ctx)))
         rng = random.Random(f"{p.seed}:{ctx.now!r}")
         seen: dict[tuple, ScoredPlan | None] = {}
         elite: list[ScoredPlan] = []
-        for it in range(iterations):
-            if it == 0:
-                placed = self.build(ctx, order0)
+        starts = [order0] + [ORDERINGS[o](ctx, list(range(len(ctx.job_ids))))
+                             for o in p.extra_orders if iterations > 1]
+        for it in range(max(iterations, len(starts))):
+            if it < len(starts):
+                placed = self.build(ctx, starts[it])
             else:
-                placed = self.build(ctx, self.shuffled(ctx, order0, rng), rng)
+                base = starts[(it - len(starts)) % len(starts)]
+                placed = self.build(ctx, self.shuffled(ctx, base, rng), rng)
             key = self.key(placed)
             if key in seen:
                 continue
-            self.post_process(ctx, placed)
-            scored = ScoredPlan(ctx.proxy_cost(placed), it, tuple(placed))
+            cost = self.post_process(ctx, placed, score)
+            scored = ScoredPlan(cost, it, tuple(placed))
             seen[key] = scored
             elite.append(scored)
             if len(elite) > 4 * p.elite_size:
@@ -83,14 +104,6 @@ class RandomizedGreedy:
         """nodes × jobs × GPU-count choices: more randomised passes than that mostly repeat."""
         counts = {c.gpus for cands in ctx.cands for c in cands}
         return len(ctx.node_names) * len(ctx.job_ids) * max(1, len(counts))
-
-    @staticmethod
-    def pressure_order(ctx: PlanningContext) -> list[int]:
-        """Decreasing pressure now + t_min − due, multiplied by the weight when positive."""
-        def pressure(j: int) -> float:
-            p = ctx.now + ctx.tmin[j] - ctx.due[j]
-            return p * ctx.weight[j] if p > 0 else p
-        return sorted(range(len(ctx.job_ids)), key=lambda j: -pressure(j))
 
     def shuffled(self, ctx: PlanningContext, order: list[int], rng: random.Random) -> list[int]:
         """Walk the order, swapping neighbours with probability 0.5 ± π by their weights."""
@@ -116,16 +129,17 @@ class RandomizedGreedy:
         return tuple(None if e is None else (e[0], e[1].gpus) for e in placed)
 
     @staticmethod
-    def post_process(ctx: PlanningContext, placed: Placed) -> None:
+    def post_process(ctx: PlanningContext, placed: Placed, score=SCORES["proxy"]) -> float:
         """Hand idle GPUs of used nodes to the job there whose run time drops most, only when
-        that lowers the proxy cost (more busy GPUs draw more power than a shorter run may save)."""
+        that lowers the plan's score (more busy GPUs draw more power than a shorter run may
+        save). Returns the final score."""
         free = list(ctx.node_cap)
         on_node: dict[int, list[int]] = {}
         for j, e in enumerate(placed):
             if e is not None:
                 free[e[0]] -= e[1].gpus
                 on_node.setdefault(e[0], []).append(j)
-        cost = ctx.proxy_cost(placed)
+        cost = score(ctx, placed)
         for n, jobs in on_node.items():
             while free[n] > 0:
                 options = []
@@ -142,8 +156,8 @@ class RandomizedGreedy:
                 for _, neg_j, c in options:
                     j = -neg_j
                     old = placed[j]
-                    placed[j] = (n, c)
-                    trial = ctx.proxy_cost(placed)
+                    placed[j] = (n, ctx.as_placed(j, n, c))
+                    trial = score(ctx, placed)
                     if trial < cost - 1e-12:
                         free[n] -= c.gpus - old[1].gpus
                         cost = trial
@@ -152,6 +166,7 @@ class RandomizedGreedy:
                     placed[j] = old
                 if not accepted:
                     break
+        return cost
 
 
 @register("greedy", randomized=False,

@@ -56,7 +56,8 @@ class PlanningContext:
         self.cands: list[list[Candidate]] = []
         self.tmin: list[float] = []
         self.tmax: list[float] = []
-        overhead = cluster.restart_overhead_s
+        overhead = self.overhead = cluster.restart_overhead_s
+        self.cluster = cluster
         for v in self.views:
             current = None
             if v.assignment is not None:
@@ -81,6 +82,12 @@ class PlanningContext:
             self.cands.append(cands)
             self.tmin.append(min(c.time_s for c in cands))
             self.tmax.append(max(c.time_s for c in cands))
+        # For look-ahead scoring: GPUs per type and every job's rank in the pressure order.
+        self.type_capacity = [sum(self.node_cap[n] for n in ns) for ns in self.nodes_of_type]
+        from .orderings import pressure
+        self.pressure_rank = [0] * len(self.views)
+        for rank, j in enumerate(pressure(self, list(range(len(self.views))))):
+            self.pressure_rank[j] = rank
         self.wait_penalty = [
             WAITING_PENALTY * tardiness_cost(w, self.now + tmax, d)
             for w, tmax, d in zip(self.weight, self.tmax, self.due)
@@ -93,11 +100,14 @@ class PlanningContext:
         the node the job runs on now (no needless move), then to the node listed first.
         With `rng`, pick uniformly among the first max(1, round(beta·|fitting|)) best fits."""
         g = cand.gpus
+        current = self.current[j]
+        home = current[0] if current is not None else -1
+        if (self.overhead > 0 and current is not None and current[1] == g
+                and self.node_type[home] == cand.gpu_type and free[home] >= g):
+            return home  # moving would pay the restart overhead for nothing
         fitting = [n for n in self.nodes_of_type[cand.gpu_type] if free[n] >= g]
         if not fitting:
             return None
-        current = self.current[j]
-        home = current[0] if current is not None else -1
         fitting.sort(key=lambda n: (free[n], n != home, n))
         if rng is None or beta <= 0.0 or len(fitting) == 1:
             return fitting[0]
@@ -118,8 +128,21 @@ class PlanningContext:
             node = self.pick_node(j, cand, free, rng, beta)
             if node is not None:
                 free[node] -= cand.gpus
-                return node, cand
+                return node, self.as_placed(j, node, cand)
         return None
+
+    def as_placed(self, j: int, node: int, cand: Candidate) -> Candidate:
+        """The candidate as run on `node`: moving a running job to another node with the same
+        configuration also pays the restart overhead, in time and energy."""
+        current = self.current[j]
+        if (self.overhead <= 0 or current is None or current[0] == node
+                or current[1] != cand.gpus or self.node_type[current[0]] != cand.gpu_type):
+            return cand
+        time_s = cand.time_s - self.views[j].restart_remaining_s + self.overhead
+        return Candidate(cand.gpu_type, cand.gpus, time_s,
+                         run_energy_cost(self.cluster, self.type_names[cand.gpu_type],
+                                         cand.gpus, time_s),
+                         self.now + time_s <= self.due[j])
 
     # ------------------------------------------------------------------ scoring
     def proxy_cost(self, placed: list[tuple[int, Candidate] | None]) -> float:

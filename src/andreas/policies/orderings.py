@@ -1,0 +1,51 @@
+"""Job orderings, shared by the non-preemptive baselines (on waiting jobs) and by the greedy
+(on every unfinished job). Each takes a planning context and job indices and returns them in
+the order they should be served; ties keep submission order.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from .planning import PlanningContext
+
+Ordering = Callable[[PlanningContext, list[int]], list[int]]
+ATC_K = 2.0  # look-ahead factor of the ATC rule; 2 is the textbook default for tardiness
+
+
+def _by(key: Callable[[PlanningContext, int], float]) -> Ordering:
+    def order(ctx: PlanningContext, jobs: list[int]) -> list[int]:
+        return sorted(jobs, key=lambda j: (key(ctx, j), ctx.views[j].job.submit_time))
+    return order
+
+
+fifo = _by(lambda ctx, j: ctx.views[j].job.submit_time)
+edf = _by(lambda ctx, j: ctx.due[j])
+ps = _by(lambda ctx, j: -ctx.weight[j])
+wspt = _by(lambda ctx, j: -ctx.weight[j] / ctx.tmin[j])
+"""Weighted shortest processing time: weight over the fastest remaining run time."""
+
+
+def pressure(ctx: PlanningContext, jobs: list[int]) -> list[int]:
+    """ANDREAS: decreasing now + t_min − due, multiplied by the weight when positive."""
+    def p(j: int) -> float:
+        x = ctx.now + ctx.tmin[j] - ctx.due[j]
+        return x * ctx.weight[j] if x > 0 else x
+    return sorted(jobs, key=lambda j: (-p(j), ctx.views[j].job.submit_time))
+
+
+def atc(ctx: PlanningContext, jobs: list[int]) -> list[int]:
+    """Apparent tardiness cost: (w/p)·exp(−max(0, d − p − now) / (K·p̄)), highest first."""
+    if not jobs:
+        return []
+    p_bar = sum(ctx.tmin[j] for j in jobs) / len(jobs)
+
+    def index(j: int) -> float:
+        slack = max(0.0, ctx.due[j] - ctx.tmin[j] - ctx.now)
+        return ctx.weight[j] / ctx.tmin[j] * math.exp(-slack / (ATC_K * p_bar))
+    return sorted(jobs, key=lambda j: (-index(j), ctx.views[j].job.submit_time))
+
+
+ORDERINGS: dict[str, Ordering] = {"fifo": fifo, "edf": edf, "ps": ps, "wspt": wspt, "atc": atc,
+                                  "pressure": pressure}

@@ -76,3 +76,39 @@ def test_restart_overhead_is_paid_on_moves_and_counted(tmp_path):
     assert len(restart_segments) == paid.summary["restarts"] > 0
     assert all(0 < s.end - s.start <= 120.0 + 1e-9 and s.epochs == 0 for s in restart_segments)
     assert sum(r.restarts for r in paid.jobs) == paid.summary["restarts"]
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(2, 6), st.sampled_from([1500.0, 3000.0, 8000.0]), st.integers(1, 50),
+       st.sampled_from([0.0, 90.0]), st.sampled_from(["lookahead", "proxy"]),
+       st.sampled_from([(), ("wspt", "atc")]))
+def test_fast_and_plain_randomized_greedy_agree(nodes, lam, seed, overhead, score, extra):
+    from dataclasses import replace
+    from andreas.sim.generate import generate_paper_style, load_template
+    sc = generate_paper_style(load_template("paper"), nodes, seed, lam, jobs_per_node=3)
+    sc = replace(sc, cluster=replace(sc.cluster, restart_overhead_s=overhead))
+    runs = [simulate(sc, make_policy("andreas", seed=seed, impl=impl, score=score,
+                                     extra_orders=extra, max_iterations=60))
+            for impl in ("plain", "fast")]
+    assert runs[0].segments == runs[1].segments
+    assert runs[0].summary["total_cost"] == runs[1].summary["total_cost"]
+
+
+def test_fast_and_plain_elites_agree_on_one_decision():
+    from andreas.sim.generate import generate_paper_style, load_template
+    from andreas.policies.base import JobView, Snapshot
+    sc = generate_paper_style(load_template("paper"), 8, 3, 50000)
+    snap = Snapshot(0.0, sc.cluster, sc.profiles,
+                    tuple(JobView(j, j.epochs) for j in sc.jobs[:40]))
+    ctx = PlanningContext(snap)
+    plain = make_policy("andreas", seed=9, impl="plain", max_iterations=300).elite(ctx)
+    fast = make_policy("andreas", seed=9, impl="fast", max_iterations=300).elite(ctx)
+    assert [(e.proxy_cost, e.iteration) for e in plain] == [(e.proxy_cost, e.iteration)
+                                                            for e in fast]
+    assert [ctx.to_plan(list(e.placed)) for e in plain] == [ctx.to_plan(list(e.placed))
+                                                            for e in fast]
+    assert len(plain) == 10

@@ -9,8 +9,9 @@ with randomised order, configuration and node choices and keeps the best plans b
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from ..errors import AndreasError
 from .base import Plan, Snapshot, register
@@ -36,11 +37,14 @@ class GreedyParams:
     # Extra deterministic passes with these orders, tried right after the main one (the
     # Randomized Greedy only): under overload WSPT and ATC orders beat the pressure order.
     extra_orders: tuple[str, ...] = ()
+    impl: str = "fast"  # "fast": the compiled kernel; "plain": the reference Python code
 
     def __post_init__(self) -> None:
         if self.score not in SCORES:
             raise AndreasError(f"unknown score {self.score!r}; expected one of "
                                f"{', '.join(SCORES)}")
+        if self.impl not in ("fast", "plain"):
+            raise AndreasError(f"unknown implementation {self.impl!r}; expected fast or plain")
         for order in (self.order, *self.extra_orders):
             if order not in ORDERINGS:
                 raise AndreasError(f"unknown order {order!r}; expected one of "
@@ -74,17 +78,20 @@ class RandomizedGreedy:
         score = SCORES[p.score]
         order0 = ORDERINGS[p.order](ctx, list(range(len(ctx.job_ids))))
         iterations = max(1, min(p.max_iterations, self.iteration_cap(ctx)))
-        rng = random.Random(f"{p.seed}:{ctx.now!r}")
-        seen: dict[tuple, ScoredPlan | None] = {}
-        elite: list[ScoredPlan] = []
+        draws = self.draws(ctx, iterations)
         starts = [order0] + [ORDERINGS[o](ctx, list(range(len(ctx.job_ids))))
                              for o in p.extra_orders if iterations > 1]
+        if p.impl == "fast":
+            return self._elite_fast(ctx, starts, draws)
+        seen: dict[tuple, ScoredPlan | None] = {}
+        elite: list[ScoredPlan] = []
         for it in range(max(iterations, len(starts))):
             if it < len(starts):
                 placed = self.build(ctx, starts[it])
             else:
                 base = starts[(it - len(starts)) % len(starts)]
-                placed = self.build(ctx, self.shuffled(ctx, base, rng), rng)
+                u = draws[it - len(starts)]
+                placed = self.build(ctx, self.shuffled(ctx, base, u[0]), u[1], u[2])
             key = self.key(placed)
             if key in seen:
                 continue
@@ -98,6 +105,42 @@ class RandomizedGreedy:
         elite.sort(key=lambda s: (s.proxy_cost, s.iteration))
         return elite[: p.elite_size]
 
+    def _elite_fast(self, ctx: PlanningContext, starts: list[list[int]],
+                    draws: np.ndarray) -> list[ScoredPlan]:
+        """The same passes as the plain loop, run by the compiled kernel."""
+        from .kernel import pack, run_iterations
+
+        p = self.params
+        k = pack(ctx)
+        pre_node, pre_cand, post_node, post_cand, post_moved, scores = run_iterations(
+            np.array(starts, np.int64), draws, k.ct, k.cg, k.ctime, k.cen, k.cmov, k.mtime,
+            k.nc, k.home, k.home_g, k.due, k.weight, k.wait_penalty, k.pressure_rank,
+            k.node_type, k.node_cap, k.power, k.type_capacity, float(ctx.now),
+            float(ctx.eur_per_joule), ctx.overhead > 0, p.pi, p.alpha, p.beta,
+            p.score == "lookahead")
+        rows = np.arange(len(ctx.job_ids))
+        pre_gpus = np.where(pre_cand >= 0, k.cg[rows, np.maximum(pre_cand, 0)], -1)
+        seen: set[bytes] = set()
+        unique = []
+        for it in range(len(scores)):
+            key = pre_node[it].tobytes() + pre_gpus[it].tobytes()
+            if key not in seen:
+                seen.add(key)
+                unique.append(it)
+        unique.sort(key=lambda it: (scores[it], it))
+        elite = []
+        for it in unique[: p.elite_size]:
+            placed: Placed = []
+            for j in range(len(ctx.job_ids)):
+                n, c = int(post_node[it, j]), int(post_cand[it, j])
+                if n < 0:
+                    placed.append(None)
+                else:
+                    cand = ctx.cands[j][c]
+                    placed.append((n, ctx.as_placed(j, n, cand) if post_moved[it, j] else cand))
+            elite.append(ScoredPlan(float(scores[it]), it, tuple(placed)))
+        return elite
+
     # ------------------------------------------------------------------ steps
     @staticmethod
     def iteration_cap(ctx: PlanningContext) -> int:
@@ -105,23 +148,37 @@ class RandomizedGreedy:
         counts = {c.gpus for cands in ctx.cands for c in cands}
         return len(ctx.node_names) * len(ctx.job_ids) * max(1, len(counts))
 
-    def shuffled(self, ctx: PlanningContext, order: list[int], rng: random.Random) -> list[int]:
+    def draws(self, ctx: PlanningContext, iterations: int) -> np.ndarray:
+        """All uniform draws of one decision, shape (randomised passes, 3, jobs): neighbour
+        swaps, configuration picks and node picks. Seeded by the policy seed and the decision
+        time, so a decision depends on nothing but its snapshot."""
+        n = len(ctx.job_ids)
+        passes = max(0, iterations - 1 - len(self.params.extra_orders))
+        key = int(round(ctx.now * 1000.0)) % (2 ** 63)
+        rng = np.random.default_rng([self.params.seed, key])
+        return rng.random((passes, 3, n))
+
+    def shuffled(self, ctx: PlanningContext, order: list[int], u: np.ndarray) -> list[int]:
         """Walk the order, swapping neighbours with probability 0.5 ± π by their weights."""
         order = list(order)
         hi, lo = 0.5 + self.params.pi, 0.5 - self.params.pi
         w = ctx.weight
         for i in range(len(order) - 1):
             a, b = order[i], order[i + 1]
-            if rng.random() < (hi if w[a] > w[b] else lo):
+            if u[i] < (hi if w[a] > w[b] else lo):
                 order[i], order[i + 1] = b, a
         return order
 
-    def build(self, ctx: PlanningContext, order: list[int],
-              rng: random.Random | None = None) -> Placed:
+    def build(self, ctx: PlanningContext, order: list[int], u_config: np.ndarray | None = None,
+              u_node: np.ndarray | None = None) -> Placed:
         free = list(ctx.node_cap)
         placed: Placed = [None] * len(ctx.job_ids)
         for j in order:
-            placed[j] = ctx.place(j, free, rng, self.params.alpha, self.params.beta)
+            if u_config is None:
+                placed[j] = ctx.place(j, free)
+            else:
+                placed[j] = ctx.place(j, free, float(u_config[j]), float(u_node[j]),
+                                      self.params.alpha, self.params.beta)
         return placed
 
     @staticmethod

@@ -7,7 +7,6 @@ dictionary look-ups of model objects.
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 
 from ..cost import run_energy_cost, tardiness_cost
@@ -26,6 +25,13 @@ class Candidate:
     time_s: float  # remaining run time on it, restart overhead included
     energy_eur: float  # energy cost of that whole remaining run (node alone)
     meets_due: bool
+
+
+def pick_index(u: float, share: float, n: int) -> int:
+    """Index drawn by the uniform `u` among the first max(1, round(share·n)) of n choices
+    (round half up, the same in the compiled kernel)."""
+    k = max(1, int(share * n + 0.5))
+    return min(int(u * k), k - 1)
 
 
 class PlanningContext:
@@ -95,10 +101,10 @@ class PlanningContext:
 
     # ------------------------------------------------------------------ placement
     def pick_node(self, j: int, cand: Candidate, free: list[int],
-                  rng: random.Random | None = None, beta: float = 0.0) -> int | None:
+                  u: float | None = None, beta: float = 0.0) -> int | None:
         """Best fit: the node of the candidate's type left with the fewest free GPUs. Ties go to
         the node the job runs on now (no needless move), then to the node listed first.
-        With `rng`, pick uniformly among the first max(1, round(beta·|fitting|)) best fits."""
+        With a uniform draw `u`, pick among the first max(1, round(beta·|fitting|)) best fits."""
         g = cand.gpus
         current = self.current[j]
         home = current[0] if current is not None else -1
@@ -109,23 +115,24 @@ class PlanningContext:
         if not fitting:
             return None
         fitting.sort(key=lambda n: (free[n], n != home, n))
-        if rng is None or beta <= 0.0 or len(fitting) == 1:
+        if u is None or len(fitting) == 1:
             return fitting[0]
-        k = max(1, round(beta * len(fitting)))
-        return fitting[rng.randrange(k)] if k > 1 else fitting[0]
+        return fitting[pick_index(u, beta, len(fitting))]
 
-    def place(self, j: int, free: list[int], rng: random.Random | None = None,
-              alpha: float = 0.0, beta: float = 0.0) -> tuple[int, Candidate] | None:
-        """Give job j its preferred candidate that fits somewhere; update `free`."""
+    def place(self, j: int, free: list[int], u_config: float | None = None,
+              u_node: float | None = None, alpha: float = 0.0,
+              beta: float = 0.0) -> tuple[int, Candidate] | None:
+        """Give job j its preferred candidate that fits somewhere; update `free`. With uniform
+        draws, the first candidate tried is drawn among the first max(1, round(α·|candidates|))
+        and the node among the best-fitting ones."""
         cands = self.cands[j]
         order = cands
-        if rng is not None and alpha > 0.0:
-            k = max(1, round(alpha * len(cands)))
-            if k > 1:
-                first = rng.randrange(k)
+        if u_config is not None:
+            first = pick_index(u_config, alpha, len(cands))
+            if first > 0:
                 order = [cands[first]] + cands[:first] + cands[first + 1:]
         for cand in order:
-            node = self.pick_node(j, cand, free, rng, beta)
+            node = self.pick_node(j, cand, free, u_node, beta)
             if node is not None:
                 free[node] -= cand.gpus
                 return node, self.as_placed(j, node, cand)

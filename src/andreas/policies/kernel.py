@@ -1,0 +1,417 @@
+"""The Randomized Greedy's inner loop, compiled with numba.
+
+It mirrors the plain Python implementation in `greedy.py` / `planning.py` / `scoring.py` step by
+step (same order of jobs, candidates and nodes, same use of the pre-drawn uniforms, same order
+of floating-point additions), so both give the same plans and scores for the same seed; a test
+checks it. Arrays are built once per decision by `pack`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from .planning import PlanningContext
+
+INF = np.inf
+
+
+@dataclass
+class Packed:
+    ct: np.ndarray  # [J, C] candidate GPU type
+    cg: np.ndarray  # [J, C] candidate GPU count
+    ctime: np.ndarray  # [J, C] run time
+    cen: np.ndarray  # [J, C] energy cost
+    cmov: np.ndarray  # [J, C] moving to another node pays the restart overhead
+    mtime: np.ndarray  # [J, C] run time when moved
+    nc: np.ndarray  # [J] number of candidates
+    home: np.ndarray  # [J] current node or -1
+    home_g: np.ndarray  # [J] current GPU count or 0
+    due: np.ndarray
+    weight: np.ndarray
+    wait_penalty: np.ndarray
+    pressure_rank: np.ndarray
+    node_type: np.ndarray
+    node_cap: np.ndarray
+    power: np.ndarray  # [T, G] node power with 1..G busy GPUs
+    type_capacity: np.ndarray
+
+
+def pack(ctx: PlanningContext) -> Packed:
+    J = len(ctx.job_ids)
+    C = max(len(c) for c in ctx.cands)
+    ct = np.zeros((J, C), np.int64)
+    cg = np.zeros((J, C), np.int64)
+    ctime = np.zeros((J, C))
+    cen = np.zeros((J, C))
+    cmov = np.zeros((J, C), np.bool_)
+    mtime = np.zeros((J, C))
+    home = np.full(J, -1, np.int64)
+    home_g = np.zeros(J, np.int64)
+    for j, cands in enumerate(ctx.cands):
+        cur = ctx.current[j]
+        if cur is not None:
+            home[j], home_g[j] = cur
+        for c, cand in enumerate(cands):
+            ct[j, c], cg[j, c], ctime[j, c], cen[j, c] = (cand.gpu_type, cand.gpus, cand.time_s,
+                                                          cand.energy_eur)
+            mtime[j, c] = cand.time_s
+            if (ctx.overhead > 0 and cur is not None and cur[1] == cand.gpus
+                    and ctx.node_type[cur[0]] == cand.gpu_type):
+                cmov[j, c] = True
+                other = next(n for n in range(len(ctx.node_names)) if n != cur[0])
+                mtime[j, c] = ctx.as_placed(j, other, cand).time_s if len(ctx.node_names) > 1 \
+                    else cand.time_s
+    G = max(len(p) for p in ctx.power)
+    power = np.zeros((len(ctx.power), G))
+    for t, p in enumerate(ctx.power):
+        power[t, : len(p)] = p
+    return Packed(ct, cg, ctime, cen, cmov, mtime, np.array([len(c) for c in ctx.cands]),
+                  home, home_g, np.array(ctx.due, float), np.array(ctx.weight, float),
+                  np.array(ctx.wait_penalty, float), np.array(ctx.pressure_rank, np.int64),
+                  np.array(ctx.node_type, np.int64), np.array(ctx.node_cap, np.int64), power,
+                  np.array(ctx.type_capacity, np.int64))
+
+
+@njit(cache=True)
+def _pick_index(u, share, n):
+    k = max(1, int(share * n + 0.5))
+    return min(int(u * k), k - 1)
+
+
+@njit(cache=True)
+def _pick_node(P_ct, P_cg, home, home_g, node_type, overhead_pos, j, c, free, use_rand, u,
+               beta):
+    g = P_cg[j, c]
+    typ = P_ct[j, c]
+    h = home[j]
+    if overhead_pos and h >= 0 and home_g[j] == g and node_type[h] == typ and free[h] >= g:
+        return h
+    N = node_type.shape[0]
+    fit = np.empty(N, np.int64)
+    m = 0
+    for n in range(N):
+        if node_type[n] == typ and free[n] >= g:
+            fit[m] = n
+            m += 1
+    if m == 0:
+        return -1
+    # insertion sort by (free, n != home, n)
+    for a in range(1, m):
+        x = fit[a]
+        b = a - 1
+        while b >= 0:
+            y = fit[b]
+            if (free[y] > free[x]) or (free[y] == free[x] and (
+                    (y != h) > (x != h) or ((y != h) == (x != h) and y > x))):
+                fit[b + 1] = y
+                b -= 1
+            else:
+                break
+        fit[b + 1] = x
+    if not use_rand or m == 1:
+        return fit[0]
+    return fit[_pick_index(u, beta, m)]
+
+
+@njit(cache=True)
+def _time_of(P_ctime, P_cmov, P_mtime, home, j, c, node):
+    if P_cmov[j, c] and node != home[j]:
+        return P_mtime[j, c]
+    return P_ctime[j, c]
+
+
+@njit(cache=True)
+def _proxy(pn, pc, pm, P_cg, P_ctime, P_mtime, wait_penalty, due, weight, node_type, power,
+           now, eur):
+    J = pn.shape[0]
+    N = node_type.shape[0]
+    t_ff = INF
+    busy = np.zeros(N, np.int64)
+    cost = 0.0
+    for j in range(J):
+        if pn[j] < 0:
+            cost += wait_penalty[j]
+        else:
+            busy[pn[j]] += P_cg[j, pc[j]]
+            t = P_mtime[j, pc[j]] if pm[j] else P_ctime[j, pc[j]]
+            if t < t_ff:
+                t_ff = t
+    if t_ff == INF:
+        return cost
+    watts = 0.0
+    for n in range(N):
+        if busy[n]:
+            watts += power[node_type[n], busy[n] - 1]
+    cost += watts * t_ff * eur
+    end = now + t_ff
+    for j in range(J):
+        if pn[j] >= 0 and end > due[j]:
+            cost += weight[j] * (end - due[j])
+    return cost
+
+
+@njit(cache=True)
+def _lookahead(pn, pc, pm, P_ct, P_cg, P_ctime, P_mtime, P_cen, nc, due, weight,
+               pressure_rank, node_type, power, type_capacity, now, eur):
+    J = pn.shape[0]
+    N = node_type.shape[0]
+    cost = 0.0
+    free = type_capacity.copy()
+    rel_t = np.empty(2 * J + 1)
+    rel_type = np.empty(2 * J + 1, np.int64)
+    rel_g = np.empty(2 * J + 1, np.int64)
+    alive = np.zeros(2 * J + 1, np.bool_)
+    nrel = 0
+    first_j = np.full(N, J, np.int64)
+    nwait = 0
+    waiting = np.empty(J, np.int64)
+    times = np.empty(J)
+    for j in range(J):
+        if pn[j] < 0:
+            waiting[nwait] = j
+            nwait += 1
+            continue
+        c = pc[j]
+        t = P_mtime[j, c] if pm[j] else P_ctime[j, c]
+        times[j] = t
+        g = P_cg[j, c]
+        free[P_ct[j, c]] -= g
+        rel_t[nrel] = t
+        rel_type[nrel] = P_ct[j, c]
+        rel_g[nrel] = g
+        alive[nrel] = True
+        nrel += 1
+        if first_j[pn[j]] == J:
+            first_j[pn[j]] = j
+        late = now + t - due[j]
+        if late > 0:
+            cost += weight[j] * late
+    # nodes in order of their first job, as the plain version's dict
+    order = np.argsort(first_j, kind="mergesort")
+    items_t = np.empty(J)
+    items_g = np.empty(J, np.int64)
+    for oi in range(N):
+        node = order[oi]
+        if first_j[node] == J:
+            break
+        m = 0
+        for j in range(J):
+            if pn[j] == node:
+                items_t[m] = times[j]
+                items_g[m] = P_cg[j, pc[j]]
+                m += 1
+        # sort (time, gpus) ascending
+        for a in range(1, m):
+            xt = items_t[a]
+            xg = items_g[a]
+            b = a - 1
+            while b >= 0 and (items_t[b] > xt or (items_t[b] == xt and items_g[b] > xg)):
+                items_t[b + 1] = items_t[b]
+                items_g[b + 1] = items_g[b]
+                b -= 1
+            items_t[b + 1] = xt
+            items_g[b + 1] = xg
+        busy = 0
+        for a in range(m):
+            busy += items_g[a]
+        prev = 0.0
+        typ = node_type[node]
+        for a in range(m):
+            cost += power[typ, busy - 1] * (items_t[a] - prev) * eur
+            busy -= items_g[a]
+            prev = items_t[a]
+    if nwait == 0:
+        return cost
+    # waiting jobs by pressure rank
+    w = waiting[:nwait].copy()
+    ranks = np.empty(nwait, np.int64)
+    for a in range(nwait):
+        ranks[a] = pressure_rank[w[a]]
+    w = w[np.argsort(ranks, kind="mergesort")]
+    done = np.zeros(nwait, np.bool_)
+    left = nwait
+    t = 0.0
+    while left > 0:
+        for a in range(nwait):
+            if done[a]:
+                continue
+            j = w[a]
+            for c in range(nc[j]):
+                typ = P_ct[j, c]
+                g = P_cg[j, c]
+                if free[typ] >= g:
+                    free[typ] -= g
+                    end = t + P_ctime[j, c]
+                    rel_t[nrel] = end
+                    rel_type[nrel] = typ
+                    rel_g[nrel] = g
+                    alive[nrel] = True
+                    nrel += 1
+                    cost += P_cen[j, c]
+                    late = now + end - due[j]
+                    if late > 0:
+                        cost += weight[j] * late
+                    done[a] = True
+                    left -= 1
+                    break
+        if left == 0:
+            break
+        # pop the earliest release, then every release not later than it
+        best = -1
+        for r in range(nrel):
+            if alive[r] and (best < 0 or rel_t[r] < rel_t[best]):
+                best = r
+        if best < 0:
+            break
+        t = rel_t[best]
+        for r in range(nrel):
+            if alive[r] and rel_t[r] <= t:
+                alive[r] = False
+                free[rel_type[r]] += rel_g[r]
+    return cost
+
+
+@njit(cache=True)
+def _score(use_lookahead, pn, pc, pm, P_ct, P_cg, P_ctime, P_mtime, P_cen, nc, wait_penalty,
+           due, weight, pressure_rank, node_type, power, type_capacity, now, eur):
+    if use_lookahead:
+        return _lookahead(pn, pc, pm, P_ct, P_cg, P_ctime, P_mtime, P_cen, nc, due, weight,
+                          pressure_rank, node_type, power, type_capacity, now, eur)
+    return _proxy(pn, pc, pm, P_cg, P_ctime, P_mtime, wait_penalty, due, weight, node_type,
+                  power, now, eur)
+
+
+@njit(cache=True)
+def run_iterations(starts, U, ct, cg, ctime, cen, cmov, mtime, nc, home, home_g, due, weight,
+                   wait_penalty, pressure_rank, node_type, node_cap, power, type_capacity,
+                   now, eur, overhead_pos, pi, alpha, beta, use_lookahead):
+    """Every pass of one decision. Returns the placements before post-processing (for
+    de-duplication), after it, and each pass's score."""
+    S, J = starts.shape
+    R = U.shape[0]
+    I = S + R
+    N = node_type.shape[0]
+    pre_node = np.full((I, J), -1, np.int64)
+    pre_cand = np.full((I, J), -1, np.int64)
+    post_node = np.full((I, J), -1, np.int64)
+    post_cand = np.full((I, J), -1, np.int64)
+    post_moved = np.zeros((I, J), np.bool_)
+    scores = np.empty(I)
+    order = np.empty(J, np.int64)
+    hi = 0.5 + pi
+    lo = 0.5 - pi
+    for it in range(I):
+        use_rand = it >= S
+        if not use_rand:
+            order[:] = starts[it]
+        else:
+            order[:] = starts[(it - S) % S]
+            u = U[it - S, 0]
+            for i in range(J - 1):
+                a = order[i]
+                b = order[i + 1]
+                p = hi if weight[a] > weight[b] else lo
+                if u[i] < p:
+                    order[i] = b
+                    order[i + 1] = a
+        free = node_cap.copy()
+        pn = post_node[it]
+        pc = post_cand[it]
+        pm = post_moved[it]
+        for oi in range(J):
+            j = order[oi]
+            n_c = nc[j]
+            first = 0
+            if use_rand:
+                first = _pick_index(U[it - S, 1, j], alpha, n_c)
+            for tt in range(n_c):
+                if tt == 0:
+                    c = first
+                elif tt <= first:
+                    c = tt - 1
+                else:
+                    c = tt
+                node = _pick_node(ct, cg, home, home_g, node_type, overhead_pos, j, c, free,
+                                  use_rand, U[it - S, 2, j] if use_rand else 0.0, beta)
+                if node >= 0:
+                    free[node] -= cg[j, c]
+                    pn[j] = node
+                    pc[j] = c
+                    pm[j] = cmov[j, c] and node != home[j]
+                    break
+        pre_node[it] = pn
+        pre_cand[it] = pc
+        # ---- post-processing: hand idle GPUs of used nodes to the job that gains most
+        cost = _score(use_lookahead, pn, pc, pm, ct, cg, ctime, mtime, cen, nc, wait_penalty,
+                      due, weight, pressure_rank, node_type, power, type_capacity, now, eur)
+        first_j = np.full(N, J, np.int64)
+        for j in range(J):
+            if pn[j] >= 0 and first_j[pn[j]] == J:
+                first_j[pn[j]] = j
+        node_order = np.argsort(first_j, kind="mergesort")
+        opt_drop = np.empty(J * 8 + 8)
+        opt_j = np.empty(J * 8 + 8, np.int64)
+        opt_c = np.empty(J * 8 + 8, np.int64)
+        for oi in range(N):
+            n = node_order[oi]
+            if first_j[n] == J:
+                break
+            while free[n] > 0:
+                m = 0
+                for j in range(J):
+                    if pn[j] != n:
+                        continue
+                    cur_c = pc[j]
+                    cur_t = mtime[j, cur_c] if pm[j] else ctime[j, cur_c]
+                    cur_g = cg[j, cur_c]
+                    for c in range(nc[j]):
+                        if (ct[j, c] == ct[j, cur_c] and cur_g < cg[j, c] <= cur_g + free[n]
+                                and ctime[j, c] < cur_t):
+                            if m >= opt_drop.shape[0]:
+                                break
+                            opt_drop[m] = cur_t - ctime[j, c]
+                            opt_j[m] = j
+                            opt_c[m] = c
+                            m += 1
+                if m == 0:
+                    break
+                # stable sort by (drop, -j) descending
+                idx = np.arange(m)
+                for a in range(1, m):
+                    x = idx[a]
+                    b = a - 1
+                    while b >= 0:
+                        y = idx[b]
+                        if opt_drop[y] < opt_drop[x] or (opt_drop[y] == opt_drop[x]
+                                                         and -opt_j[y] < -opt_j[x]):
+                            idx[b + 1] = y
+                            b -= 1
+                        else:
+                            break
+                    idx[b + 1] = x
+                accepted = False
+                for a in range(m):
+                    k = idx[a]
+                    j = opt_j[k]
+                    c = opt_c[k]
+                    old_c = pc[j]
+                    old_m = pm[j]
+                    pc[j] = c
+                    pm[j] = cmov[j, c] and n != home[j]
+                    trial = _score(use_lookahead, pn, pc, pm, ct, cg, ctime, mtime, cen, nc,
+                                   wait_penalty, due, weight, pressure_rank, node_type, power,
+                                   type_capacity, now, eur)
+                    if trial < cost - 1e-12:
+                        free[n] -= cg[j, c] - cg[j, old_c]
+                        cost = trial
+                        accepted = True
+                        break
+                    pc[j] = old_c
+                    pm[j] = old_m
+                if not accepted:
+                    break
+        scores[it] = cost
+    return pre_node, pre_cand, post_node, post_cand, post_moved, scores

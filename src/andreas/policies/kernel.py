@@ -58,12 +58,9 @@ def pack(ctx: PlanningContext) -> Packed:
             ct[j, c], cg[j, c], ctime[j, c], cen[j, c] = (cand.gpu_type, cand.gpus, cand.time_s,
                                                           cand.energy_eur)
             mtime[j, c] = cand.time_s
-            if (ctx.overhead > 0 and cur is not None and cur[1] == cand.gpus
-                    and ctx.node_type[cur[0]] == cand.gpu_type):
+            if ctx.move_pays_overhead(j, cand):
                 cmov[j, c] = True
-                other = next(n for n in range(len(ctx.node_names)) if n != cur[0])
-                mtime[j, c] = ctx.as_placed(j, other, cand).time_s if len(ctx.node_names) > 1 \
-                    else cand.time_s
+                mtime[j, c] = ctx.moved_time(j, cand)
     G = max(len(p) for p in ctx.power)
     power = np.zeros((len(ctx.power), G))
     for t, p in enumerate(ctx.power):

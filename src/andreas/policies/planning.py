@@ -142,14 +142,23 @@ class PlanningContext:
         """The candidate as run on `node`: moving a running job to another node with the same
         configuration also pays the restart overhead, in time and energy."""
         current = self.current[j]
-        if (self.overhead <= 0 or current is None or current[0] == node
-                or current[1] != cand.gpus or self.node_type[current[0]] != cand.gpu_type):
+        if current is None or current[0] == node or not self.move_pays_overhead(j, cand):
             return cand
-        time_s = cand.time_s - self.views[j].restart_remaining_s + self.overhead
+        time_s = self.moved_time(j, cand)
         return Candidate(cand.gpu_type, cand.gpus, time_s,
                          run_energy_cost(self.cluster, self.type_names[cand.gpu_type],
                                          cand.gpus, time_s),
                          self.now + time_s <= self.due[j])
+
+    def move_pays_overhead(self, j: int, cand: Candidate) -> bool:
+        """Would running `cand` on a node other than the job's own add a restart? (Only for a
+        running job whose configuration is unchanged: other configurations include it already.)"""
+        current = self.current[j]
+        return (self.overhead > 0 and current is not None and current[1] == cand.gpus
+                and self.node_type[current[0]] == cand.gpu_type)
+
+    def moved_time(self, j: int, cand: Candidate) -> float:
+        return cand.time_s - self.views[j].restart_remaining_s + self.overhead
 
     # ------------------------------------------------------------------ scoring
     def proxy_cost(self, placed: list[tuple[int, Candidate] | None]) -> float:

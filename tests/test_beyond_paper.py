@@ -112,3 +112,30 @@ def test_fast_and_plain_elites_agree_on_one_decision():
     assert [ctx.to_plan(list(e.placed)) for e in plain] == [ctx.to_plan(list(e.placed))
                                                             for e in fast]
     assert len(plain) == 10
+
+
+def test_adaptive_order_switches_to_atc_under_overload():
+    from andreas.policies.orderings import adaptive, atc, pressure
+    cl = cluster([("n1", "G", 1)], {"G": [100]})
+    profiles = {"p": {("G", 1): 10.0}}
+    # Every job can still make its due date: pressure order (tightest first), unlike ATC.
+    relaxed = [job("a", epochs=10, due=120, weight=0.01), job("b", epochs=1, due=5000,
+                                                           weight=0.05),
+               job("c", epochs=5, due=100, weight=0.02), job("d", epochs=30, due=400)]
+    ctx = PlanningContext(snapshot(scenario(cl, profiles, relaxed)))
+    jobs = list(range(4))
+    assert adaptive(ctx, jobs) == pressure(ctx, jobs) != atc(ctx, jobs)
+    # A third of them past hope (800 s and 900 s of work, due at 100 s and 50 s): ATC order.
+    lost = relaxed + [job("e", epochs=80, due=100, weight=0.03),
+                      job("f", epochs=90, due=50, weight=0.01)]
+    ctx = PlanningContext(snapshot(scenario(cl, profiles, lost)))
+    jobs = list(range(6))
+    assert sum(ctx.tmin[j] > ctx.due[j] for j in jobs) == 2
+    assert adaptive(ctx, jobs) == atc(ctx, jobs) != pressure(ctx, jobs)
+
+
+def test_andreas_paper_is_the_published_algorithm():
+    p = make_policy("andreas-paper", seed=4, order="atc", score="lookahead").params
+    assert (p.order, p.score, p.seed) == ("pressure", "proxy", 4)
+    d = make_policy("andreas").params
+    assert (d.order, d.score, d.max_iterations) == ("adaptive", "lookahead", 1000)

@@ -76,7 +76,7 @@ def parse_policies(text: str) -> list[str]:
 
 
 def greedy_params(max_iterations: int, pi: float, alpha: float, beta: float,
-                  elite_size: int, score: str = "lookahead", order: str = "pressure",
+                  elite_size: int, score: str = "lookahead", order: str = "adaptive",
                   extra_orders: str = "") -> dict:
     if max_iterations < 1 or elite_size < 1:
         raise AndreasError("--max-iterations and --elite-size must be >= 1")
@@ -104,10 +104,14 @@ Beta = typer.Option(0.2, help="Randomized Greedy: share β of best-fitting nodes
 Elite = typer.Option(10, help="Randomized Greedy: number of best plans kept.")
 Score = typer.Option("lookahead", help="Greedy plan score: 'lookahead' (estimated cost of "
                      "finishing every job) or 'proxy' (the paper's, up to the first completion).")
-Order = typer.Option("pressure", help="Greedy job order: pressure (the paper's), wspt, atc, "
-                     "edf, fifo, ps.")
+Order = typer.Option("adaptive", help="Greedy job order: adaptive (pressure; ATC once a "
+                     "quarter of the jobs cannot meet their due date), pressure (the paper's), "
+                     "atc, wspt, edf, fifo, ps.")
 Extra = typer.Option("", help="Randomized Greedy: also start from these orders, e.g. 'wspt,atc'.")
 Period = typer.Option(None, help="Also reschedule every PERIOD simulated seconds.")
+Overhead = typer.Option(None, "--restart-overhead", min=0.0,
+                        help="Generated scenarios: seconds lost at each restart (default: the "
+                             "template's).")
 
 
 @app.command("simulate")
@@ -151,9 +155,11 @@ def generate_cmd(
     lam: float = typer.Option(DEFAULT_LAMBDA, "--lambda", "--lam", min=1e-9,
                               help="λ: mean inter-arrival time is λ/N seconds."),
     jobs_per_node: int = typer.Option(10, min=1, help="Jobs per node (plus one at t = 0)."),
+    restart_overhead: Optional[float] = Overhead,
 ) -> None:
     """Generate a scenario with the ANDREAS authors' rules (default: their real-cluster data)."""
-    generated = generate_paper_style(load_template(scenario), nodes, seed, lam, jobs_per_node)
+    generated = generate_paper_style(load_template(scenario), nodes, seed, lam, jobs_per_node,
+                                     restart_overhead)
     with atomic_directory(out, marker="workload.csv") as tmp:
         write_scenario(generated, tmp)
     console.print(f"wrote {out}: {nodes} nodes, {len(generated.jobs)} jobs (λ = {lam:g} s)")
@@ -179,6 +185,7 @@ def compare_cmd(
                                           "and the tables here."),
     workers: int = typer.Option(0, min=0, help="Worker processes (0 = one per core)."),
     period: Optional[float] = Period,
+    restart_overhead: Optional[float] = Overhead,
     max_iterations: int = MaxIt, pi: float = Pi, alpha: float = Alpha, beta: float = Beta,
     elite_size: int = Elite, score: str = Score, order: str = Order, extra_orders: str = Extra,
 ) -> None:
@@ -191,9 +198,13 @@ def compare_cmd(
         if scenario_dirs:
             raise AndreasError("give scenario directories or --generate, not both")
         template = load_template(scenario)
-        scenarios = [generate_paper_style(template, generate, k, lam) for k in
-                     range(1, instances + 1)]
+        scenarios = [generate_paper_style(template, generate, k, lam,
+                                          restart_overhead_s=restart_overhead)
+                     for k in range(1, instances + 1)]
     elif scenario_dirs:
+        if restart_overhead is not None:
+            raise AndreasError("--restart-overhead applies to --generate; set "
+                               "restart_overhead_s in the scenario's cluster.yaml instead")
         scenarios = [load_scenario(d) for d in scenario_dirs]
     else:
         raise AndreasError("give one or more scenario directories, or --generate N")

@@ -33,7 +33,7 @@ class GreedyParams:
     elite_size: int = 10
     seed: int = 1
     score: str = "lookahead"  # how plans are compared: "lookahead" or the paper's "proxy"
-    order: str = "pressure"  # the greedy's job order: pressure, wspt, atc, edf, ...
+    order: str = "adaptive"  # job order: adaptive (pressure, ATC under overload), pressure, ...
     # Extra deterministic passes with these orders, tried right after the main one (the
     # Randomized Greedy only): under overload WSPT and ATC orders beat the pressure order.
     extra_orders: tuple[str, ...] = ()
@@ -235,7 +235,16 @@ def greedy(**params: object) -> RandomizedGreedy:
 
 
 @register("andreas", randomized=True,
-          summary="ANDREAS Randomized Greedy: best of many randomised greedy passes by proxy cost")
+          summary="ANDREAS Randomized Greedy: best of many randomised greedy passes, judged by "
+                  "the look-ahead cost; pressure order, ATC under overload")
 def andreas(**params: object) -> RandomizedGreedy:
     params = {k: v for k, v in params.items() if k in GreedyParams.__dataclass_fields__}
     return RandomizedGreedy("andreas", GreedyParams(**params))  # type: ignore[arg-type]
+
+
+@register("andreas-paper", randomized=True,
+          summary="the Randomized Greedy exactly as published: pressure order, proxy cost")
+def andreas_paper(**params: object) -> RandomizedGreedy:
+    params = {k: v for k, v in params.items() if k in GreedyParams.__dataclass_fields__}
+    params.update(order="pressure", score="proxy")
+    return RandomizedGreedy("andreas-paper", GreedyParams(**params))  # type: ignore[arg-type]

@@ -47,5 +47,19 @@ def atc(ctx: PlanningContext, jobs: list[int]) -> list[int]:
     return sorted(jobs, key=lambda j: (-index(j), ctx.views[j].job.submit_time))
 
 
-ORDERINGS: dict[str, Ordering] = {"fifo": fifo, "edf": edf, "ps": ps, "wspt": wspt, "atc": atc,
+OVERLOAD_SHARE = 0.25  # share of jobs past hope that switches to ATC (tuned on the paper sweep)
+
+
+def adaptive(ctx: PlanningContext, jobs: list[int]) -> list[int]:
+    """Pressure order while most jobs can still meet their due date; ATC once a quarter of
+    them cannot even on their fastest configuration. Serving the most-late job first (pressure)
+    protects due dates that are still reachable; when most are lost, weighted shortest-first
+    (ATC, which tends to WSPT as slack vanishes) minimises the weighted tardiness."""
+    if not jobs:
+        return []
+    hopeless = sum(1 for j in jobs if ctx.now + ctx.tmin[j] > ctx.due[j])
+    return atc(ctx, jobs) if hopeless >= OVERLOAD_SHARE * len(jobs) else pressure(ctx, jobs)
+
+
+ORDERINGS: dict[str, Ordering] = {"adaptive": adaptive, "fifo": fifo, "edf": edf, "ps": ps, "wspt": wspt, "atc": atc,
                                   "pressure": pressure}

@@ -86,7 +86,8 @@ def paper_nodes(cluster: Cluster, n_nodes: int) -> tuple[Node, ...]:
 
 
 def generate_paper_style(template: Template, n_nodes: int, seed: int,
-                         lam: float = DEFAULT_LAMBDA, jobs_per_node: int = 10) -> Scenario:
+                         lam: float = DEFAULT_LAMBDA, jobs_per_node: int = 10,
+                         restart_overhead_s: float | None = None) -> Scenario:
     """The authors' rules: jobs_per_node·N jobs plus one at t = 0, exponential inter-arrival
     times with mean λ/N, a uniformly drawn job class, due date = submit + U(t_min, t_max) over the
     allowed configurations, weight ~ U(0.0254, 0.0444) EUR/s."""
@@ -95,8 +96,11 @@ def generate_paper_style(template: Template, n_nodes: int, seed: int,
     if lam <= 0:
         raise ValueError("lambda must be > 0")
     base = template.cluster
+    overhead = base.restart_overhead_s if restart_overhead_s is None else restart_overhead_s
+    if overhead < 0:
+        raise ValueError("restart overhead must be >= 0")
     cluster = Cluster(base.gpu_types, paper_nodes(base, n_nodes), base.energy_price, base.pue,
-                      base.restart_overhead_s)
+                      overhead)
     rng = np.random.default_rng(seed)
     n_jobs = jobs_per_node * n_nodes + 1
     gaps = rng.exponential(lam / n_nodes, size=n_jobs - 1)

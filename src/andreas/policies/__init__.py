@@ -10,6 +10,14 @@ __all__ = ["POLICIES", "Assignment", "JobView", "Plan", "Policy", "Snapshot", "m
            "policy_names"]
 
 
+def _register_optional() -> None:
+    """Policies with heavier dependencies live outside this package; importing registers them."""
+    from ..optim import milp_policy  # noqa: F401
+
+
+_register_optional()
+
+
 def policy_names() -> list[str]:
     return list(POLICIES)
 

@@ -1,0 +1,86 @@
+"""The per-decision MILP against brute force, and against the Randomized Greedy."""
+
+import itertools
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from andreas.optim.highs import solve
+from andreas.optim.milp_policy import build_milp, decision_cost, plan_from_solution
+from andreas.policies import make_policy
+from andreas.policies.planning import PlanningContext
+from andreas.sim.engine import simulate
+from helpers import cluster, job, scenario, snapshot
+
+
+def brute_force(ctx):
+    options = []
+    for j, cands in enumerate(ctx.cands):
+        opts = [None]
+        for cand in cands:
+            for n in ctx.nodes_of_type[cand.gpu_type]:
+                if ctx.node_cap[n] >= cand.gpus:
+                    opts.append((n, cand))
+        options.append(opts)
+    best = float("inf")
+    for combo in itertools.product(*options):
+        used = [0] * len(ctx.node_cap)
+        for e in combo:
+            if e is not None:
+                used[e[0]] += e[1].gpus
+        if all(u <= c for u, c in zip(used, ctx.node_cap)):
+            best = min(best, decision_cost(ctx, [(n, ctx.as_placed(j, n, c)) if e else None
+                                                 for j, e in enumerate(combo)
+                                                 for n, c in [e or (0, None)]]))
+    return best
+
+
+@st.composite
+def tiny(draw):
+    nodes = [("n0", "A", draw(st.integers(1, 4))), ("n1", draw(st.sampled_from("AB")),
+                                                     draw(st.integers(1, 2)))]
+    power = {t: sorted(draw(st.lists(st.integers(60, 500), min_size=4, max_size=4)))
+             for t in "AB"}
+    profiles = {"p": {("A", 1): float(draw(st.integers(5, 60))),
+                      ("A", 2): float(draw(st.integers(3, 40))),
+                      ("B", 1): float(draw(st.integers(5, 90)))}}
+    jobs = [job(f"j{i}", due=draw(st.integers(10, 3000)), weight=draw(st.sampled_from(
+        [0.001, 0.01, 0.05])), epochs=draw(st.integers(1, 30))) for i in range(4)]
+    sc = scenario(cluster(nodes, power), profiles, jobs)
+    return PlanningContext(snapshot(sc, now=float(draw(st.integers(0, 100)))))
+
+
+@settings(max_examples=30, deadline=None)
+@given(tiny())
+def test_milp_equals_brute_force_on_tiny_instances(ctx):
+    d = build_milp(ctx)
+    result = solve(d.model, time_limit=30)
+    assert result.optimal
+    plan = plan_from_solution(d, ctx, result.values)
+    assert decision_cost(ctx, plan) == pytest.approx(result.objective, rel=1e-7, abs=1e-9)
+    assert result.objective == pytest.approx(brute_force(ctx), rel=1e-7, abs=1e-9)
+
+
+def test_milp_never_worse_than_andreas_per_decision():
+    from andreas.sim.generate import generate_paper_style, load_template
+    sc = generate_paper_style(load_template("paper"), 3, 2, 3000, jobs_per_node=3)
+    milp = make_policy("milp", seed=1)
+    andreas = make_policy("andreas", seed=1)
+    checked = 0
+
+    class Both:
+        name = "both"
+
+        def decide(self, snap):
+            nonlocal checked
+            ctx = PlanningContext(snap)
+            placed, cost, _ = milp.optimise(ctx)
+            mine = decision_cost(ctx, list(andreas.elite(ctx)[0].placed))
+            assert cost <= mine + 1e-9
+            checked += 1
+            return ctx.to_plan(placed)
+
+    result = simulate(sc, Both())
+    assert checked == result.summary["rescheduling_points"] > 5
+    assert milp.stats["decisions"] == checked

@@ -84,3 +84,57 @@ def test_milp_never_worse_than_andreas_per_decision():
     result = simulate(sc, Both())
     assert checked == result.summary["rescheduling_points"] > 5
     assert milp.stats["decisions"] == checked
+
+
+@st.composite
+def small_scenarios(draw):
+    types = ["A", "B"][: draw(st.integers(1, 2))]
+    nodes = [(f"n{i}", types[i % len(types)], draw(st.integers(1, 3)))
+             for i in range(draw(st.integers(1, 2)))]
+    power = {t: sorted(draw(st.lists(st.integers(60, 500), min_size=3, max_size=3)))
+             for t in types}
+    profiles = {"p": {("A", 1): float(draw(st.integers(5, 40)))}}
+    for t in types:
+        for g in (1, 2):
+            if draw(st.booleans()):
+                profiles["p"][(t, g)] = float(draw(st.integers(3, 40)))
+    jobs = []
+    for i in range(draw(st.integers(1, 4))):
+        submit = float(draw(st.integers(0, 300)))
+        jobs.append(job(f"j{i}", submit=submit, due=submit + draw(st.integers(0, 600)),
+                        weight=draw(st.sampled_from([0.0, 0.001, 0.02])),
+                        epochs=float(draw(st.integers(1, 20)))))
+    overhead = float(draw(st.sampled_from([0, 30])))
+    return scenario(cluster(nodes, power, overhead=overhead), profiles, jobs)
+
+
+@settings(max_examples=20, deadline=None)
+@given(small_scenarios(), st.sampled_from([6, 15]))
+def test_hindsight_bound_is_below_every_policy(sc, slots):
+    from andreas.optim.bound import hindsight_bound
+    from andreas.policies import policy_names
+    bound = hindsight_bound(sc, slots=slots, time_limit=20)
+    assert bound.lower_bound >= 0
+    for name in policy_names():
+        if name == "milp":
+            continue  # same core as andreas; the MILP is slow to run on every example
+        cost = simulate(sc, make_policy(name, seed=1, max_iterations=20)).summary["total_cost"]
+        assert bound.lower_bound <= cost * (1 + 1e-7) + 1e-9, name
+
+
+def test_bound_command(tmp_path):
+    from andreas.io import write_scenario
+    from andreas.sim.generate import generate_paper_style, load_template
+    import subprocess
+    import sys
+    import json
+    sc = generate_paper_style(load_template("paper"), 2, 4, 20000, jobs_per_node=2)
+    write_scenario(sc, tmp_path / "sc")
+    run = subprocess.run([sys.executable, "-m", "andreas", "bound", str(tmp_path / "sc"),
+                          "--slots", "20", "--policies", "fifo,andreas", "--out",
+                          str(tmp_path / "b")], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    data = json.loads((tmp_path / "b" / "bound.json").read_text())
+    assert [p["policy"] for p in data["policies"]] == ["fifo", "andreas"]
+    assert all(p["total_cost"] >= data["lower_bound"] for p in data["policies"])
+    assert (tmp_path / "b" / "bound_schedule.csv").read_text().startswith("slot,start,end")

@@ -288,6 +288,51 @@ def sweep_cmd(
     console.print((out / "reductions.md").read_text(), markup=False)
 
 
+@app.command("bound")
+@user_errors
+def bound_cmd(
+    scenario_dir: Path = typer.Argument(..., help="A small scenario (about 4 nodes, 20 jobs)."),
+    slots: int = typer.Option(120, min=2, help="Time slots of the relaxation (more: tighter, "
+                              "slower)."),
+    time_limit: float = typer.Option(120.0, min=1.0, help="HiGHS time limit (s); on time-out "
+                                     "the proven bound is reported."),
+    policies: str = typer.Option("fifo,edf,ps,wspt,atc,greedy,andreas",
+                                 help="Policies to simulate and compare with the bound."),
+    seeds: str = typer.Option("1", help="Seeds of randomised policies."),
+    out: Optional[Path] = typer.Option(None, help="Write bound.json and bound_schedule.csv."),
+) -> None:
+    """Hindsight lower bound on the total cost of any policy, and each policy's gap to it."""
+    from .experiments.compare import compare, write_csv
+    from .optim.bound import hindsight_bound
+
+    names = parse_policies(policies)
+    scenario = load_scenario(scenario_dir)
+    console.print(f"solving the time-indexed relaxation ({slots} slots, ≤ {time_limit:g} s)...")
+    bound = hindsight_bound(scenario, slots=slots, time_limit=time_limit)
+    table = compare([scenario], names, parse_seeds(seeds)).table()
+    t = Table(title=f"Hindsight lower bound {bound.lower_bound:.4f} EUR "
+                    f"({'optimal' if bound.optimal else 'time limit: proven bound'}; "
+                    f"slot {bound.slot_s:.0f} s)")
+    for col in ("policy", "total EUR", "gap to bound"):
+        t.add_column(col, justify="left" if col == "policy" else "right")
+    rows = []
+    for r in table:
+        gap = (r["total_cost_mean"] - bound.lower_bound) / bound.lower_bound \
+            if bound.lower_bound > 0 else float("nan")
+        rows.append({"policy": r["policy"], "total_cost": r["total_cost_mean"], "gap": gap})
+        t.add_row(r["policy"], f"{r['total_cost_mean']:.4f}", f"{100 * gap:+.1f} %")
+    console.print(t)
+    if out is not None:
+        with atomic_directory(out, marker="bound.json") as tmp:
+            (tmp / "bound.json").write_text(json.dumps({
+                "lower_bound": bound.lower_bound, "relaxation_cost": bound.solution_cost,
+                "optimal": bound.optimal, "slot_s": bound.slot_s, "slots": bound.slots,
+                "policies": rows}, indent=2) + "\n")
+            write_csv(tmp / "bound_schedule.csv", bound.schedule,
+                      ["slot", "start", "end", "job_id", "node", "gpu_type", "gpus", "share"])
+        console.print(f"wrote {out}/bound.json and bound_schedule.csv")
+
+
 @app.command("policies")
 def policies_cmd() -> None:
     """List the available policies."""

@@ -107,7 +107,7 @@ def test_fast_and_plain_elites_agree_on_one_decision():
     ctx = PlanningContext(snap)
     plain = make_policy("andreas", seed=9, impl="plain", max_iterations=300).elite(ctx)
     fast = make_policy("andreas", seed=9, impl="fast", max_iterations=300).elite(ctx)
-    assert [(e.proxy_cost, e.iteration) for e in plain] == [(e.proxy_cost, e.iteration)
+    assert [(e.score, e.iteration) for e in plain] == [(e.score, e.iteration)
                                                             for e in fast]
     assert [ctx.to_plan(list(e.placed)) for e in plain] == [ctx.to_plan(list(e.placed))
                                                             for e in fast]
@@ -139,3 +139,43 @@ def test_andreas_paper_is_the_published_algorithm():
     assert (p.order, p.score, p.seed) == ("pressure", "proxy", 4)
     d = make_policy("andreas").params
     assert (d.order, d.score, d.max_iterations) == ("adaptive", "lookahead", 1000)
+
+
+@st.composite
+def busy_snapshots(draw):
+    from andreas.sim.generate import generate_paper_style, load_template
+    sc = generate_paper_style(load_template("paper"), draw(st.integers(2, 4)),
+                              draw(st.integers(1, 99)), 2000, jobs_per_node=4)
+    now = float(draw(st.integers(0, 20000)))
+    from andreas.policies.base import JobView, Snapshot
+    views = tuple(JobView(j, j.epochs * draw(st.sampled_from([0.3, 1.0])))
+                  for j in sc.jobs if j.submit_time <= now)
+    if not views:
+        views = (JobView(sc.jobs[0], sc.jobs[0].epochs),)
+    return Snapshot(now, sc.cluster, sc.profiles, views)
+
+
+@settings(max_examples=25, deadline=None)
+@given(busy_snapshots(), st.integers(1, 9))
+def test_local_search_and_relinking_never_worsen_their_start(snap, seed):
+    from andreas.policies.local_search import LocalSearch
+    from andreas.policies.scoring import lookahead
+    ctx = PlanningContext(snap)
+    elite = make_policy("andreas", seed=seed, max_iterations=40).elite(ctx)
+    search = LocalSearch(ctx)
+    for e in elite[:3]:
+        plan, cost = search.improve(list(e.placed))
+        assert cost <= e.score + 1e-12
+        assert cost == pytest.approx(lookahead(ctx, plan))
+        free = [c for c in ctx.node_cap]
+        for entry in plan:
+            if entry is not None:
+                free[entry[0]] -= entry[1].gpus
+        assert min(free) >= 0  # the moves never over-subscribe a node
+    if len(elite) > 1:
+        plan, cost = search.relink(list(elite[1].placed), list(elite[0].placed))
+        assert cost <= lookahead(ctx, list(elite[1].placed)) + 1e-12
+    for name in ("andreas-ls", "andreas-pr"):
+        policy = make_policy(name, seed=seed, max_iterations=40)
+        best, cost = policy.best(ctx)
+        assert cost <= elite[0].score + 1e-12

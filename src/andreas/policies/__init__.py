@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import AndreasError
-from . import baselines, greedy  # noqa: F401  (registers the policies)
+from . import baselines, greedy, local_search  # noqa: F401  (registers the policies)
 from .base import POLICIES, Assignment, JobView, Plan, Policy, Snapshot
 
 __all__ = ["POLICIES", "Assignment", "JobView", "Plan", "Policy", "Snapshot", "make_policy",

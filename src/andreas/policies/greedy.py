@@ -53,7 +53,7 @@ class GreedyParams:
 
 @dataclass(frozen=True)
 class ScoredPlan:
-    proxy_cost: float
+    score: float  # by the policy's scoring (look-ahead or proxy)
     iteration: int
     placed: tuple
 
@@ -100,9 +100,9 @@ class RandomizedGreedy:
             seen[key] = scored
             elite.append(scored)
             if len(elite) > 4 * p.elite_size:
-                elite.sort(key=lambda s: (s.proxy_cost, s.iteration))
+                elite.sort(key=lambda s: (s.score, s.iteration))
                 del elite[p.elite_size:]
-        elite.sort(key=lambda s: (s.proxy_cost, s.iteration))
+        elite.sort(key=lambda s: (s.score, s.iteration))
         return elite[: p.elite_size]
 
     def _elite_fast(self, ctx: PlanningContext, starts: list[list[int]],

@@ -13,7 +13,7 @@ import tempfile
 from contextlib import contextmanager
 from dataclasses import astuple, fields
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
 
 import yaml
 
@@ -23,6 +23,7 @@ from ..io import cluster_document, read_cluster
 from ..model import Scenario, Segment
 from .engine import JobRecord, SimulationResult
 
+T = TypeVar("T")
 SEGMENT_COLUMNS = tuple(f.name for f in fields(Segment))
 JOB_COLUMNS = tuple(f.name for f in fields(JobRecord))
 OUTPUT_FILES = ("summary.json", "jobs.csv", "segments.csv", "cluster.yaml")
@@ -81,26 +82,30 @@ def _write_rows(path: Path, columns: tuple[str, ...], rows) -> None:
             w.writerow([repr(x) if isinstance(x, float) else x for x in row])
 
 
-def read_segments(path: str | Path) -> list[Segment]:
+def _read_rows(path: str | Path, columns: tuple[str, ...], make: Callable[[dict], T]) -> list[T]:
+    """Rows of an output CSV built by `make`; errors name the file, the line and what is wrong."""
     path = Path(path)
-    segments = []
+    records = []
     try:
         with path.open(newline="", encoding="utf-8") as f:
             reader = csv.DictReader(f)
-            missing = [c for c in SEGMENT_COLUMNS if c not in (reader.fieldnames or [])]
+            missing = [c for c in columns if c not in (reader.fieldnames or [])]
             if missing:
                 raise ScenarioError(path, "missing column", line=1, field=missing[0])
             for row in reader:
                 try:
-                    segments.append(Segment(row["job_id"], row["node"], row["gpu_type"],
-                                            int(row["gpus"]), float(row["start"]),
-                                            float(row["end"]), float(row["epochs"]),
-                                            row["phase"]))
+                    records.append(make(row))
                 except ValueError as exc:
                     raise ScenarioError(path, f"bad value: {exc}", line=reader.line_num) from None
     except FileNotFoundError:
         raise ScenarioError(path, "file not found") from None
-    return segments
+    return records
+
+
+def read_segments(path: str | Path) -> list[Segment]:
+    return _read_rows(path, SEGMENT_COLUMNS, lambda row: Segment(
+        row["job_id"], row["node"], row["gpu_type"], int(row["gpus"]), float(row["start"]),
+        float(row["end"]), float(row["epochs"]), row["phase"]))
 
 
 def recompute(scenario: Scenario, out_dir: str | Path) -> CostBreakdown:
@@ -110,24 +115,8 @@ def recompute(scenario: Scenario, out_dir: str | Path) -> CostBreakdown:
 
 
 def read_job_records(path: str | Path) -> list[JobRecord]:
-    path = Path(path)
-    records = []
-    try:
-        with path.open(newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            missing = [c for c in JOB_COLUMNS if c not in (reader.fieldnames or [])]
-            if missing:
-                raise ScenarioError(path, "missing column", line=1, field=missing[0])
-            for row in reader:
-                try:
-                    records.append(JobRecord(
-                        row["job_id"], *(float(row[c]) for c in JOB_COLUMNS[1:-1]),
-                        int(row["restarts"])))
-                except ValueError as exc:
-                    raise ScenarioError(path, f"bad value: {exc}", line=reader.line_num) from None
-    except FileNotFoundError:
-        raise ScenarioError(path, "file not found") from None
-    return records
+    return _read_rows(path, JOB_COLUMNS, lambda row: JobRecord(
+        row["job_id"], *(float(row[c]) for c in JOB_COLUMNS[1:-1]), int(row["restarts"])))
 
 
 def load_output(out_dir: str | Path):

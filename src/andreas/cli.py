@@ -165,6 +165,38 @@ def generate_cmd(
     console.print(f"wrote {out}: {nodes} nodes, {len(generated.jobs)} jobs (λ = {lam:g} s)")
 
 
+@app.command("import-trace")
+@user_errors
+def import_trace_cmd(
+    kind: str = typer.Argument(..., help="philly or alibaba"),
+    trace: Path = typer.Argument(..., help="The trace CSV (philly_jobs_compact.csv, or an "
+                                 "Alibaba openb_pod_list_*.csv)."),
+    cluster: Path = typer.Option(..., help="cluster.yaml of the cluster to replay it on; "
+                                 "catalogued GPU types may leave out node_power_w."),
+    out: Path = typer.Option(..., help="Scenario directory to write."),
+    limit: Optional[int] = typer.Option(None, min=1, help="Keep the first N jobs."),
+    start: float = typer.Option(0.0, min=0.0, help="Skip jobs submitted before T seconds; T "
+                                "becomes time 0."),
+    seed: int = typer.Option(1, help="Seed of model, due-date and weight draws."),
+    skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip malformed rows (and say how "
+                                  "many) instead of stopping at the first."),
+) -> None:
+    """Turn a Philly or Alibaba trace into a scenario directory (see docs/traces.md)."""
+    from .io import read_cluster
+    from .sim.traces import import_trace
+
+    scenario, report = import_trace(kind, trace, read_cluster(cluster), limit=limit,
+                                    start=start, seed=seed, skip_bad=skip_bad)
+    if not scenario.jobs:
+        raise AndreasError(f"{trace}: no job to import (rows {report.rows}, not run "
+                           f"{report.skipped_not_run}, malformed {report.skipped_bad})")
+    with atomic_directory(out, marker="workload.csv") as tmp:
+        write_scenario(scenario, tmp)
+    console.print(f"wrote {out}: {report.jobs} jobs from {report.rows} rows; skipped "
+                  f"{report.skipped_not_run} that did not run, {report.skipped_bad} malformed, "
+                  f"{report.skipped_no_gpu_type} without an allowed GPU type in the cluster")
+
+
 @app.command("compare")
 @user_errors
 def compare_cmd(

@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 import yaml
 
+from .catalogue import canonical_gpu, gpu_catalogue
 from .errors import ScenarioError
 from .model import Cluster, GpuType, Job, Node, Profiles, Scenario
 
@@ -114,8 +115,20 @@ def read_cluster(path: Path, *, require_nodes: bool = True) -> Cluster:
     types_item = doc.require("gpu_types")
     types_doc = _Fields(path, types_item, "gpu_types")
     gpu_types: dict[str, GpuType] = {}
-    for name, located in types_item.value.items():
-        entry = _Fields(path, located, f"gpu_types.{name}")
+    from_catalogue: list[str] = []
+    for raw_name, located in types_item.value.items():
+        name = canonical_gpu(str(raw_name)) or str(raw_name)
+        if located.value is None or (isinstance(located.value, dict)
+                                     and "node_power_w" not in located.value):
+            if canonical_gpu(name) is None:
+                raise types_doc.error(f"gpu_types.{raw_name}.node_power_w",
+                                      "missing; expected a list of watts for 1..k busy GPUs "
+                                      "(only catalogued GPU types may leave it out: "
+                                      f"{', '.join(gpu_catalogue())})", located.line)
+            from_catalogue.append(name)
+            gpu_types[name] = GpuType(name, ())
+            continue
+        entry = _Fields(path, located, f"gpu_types.{raw_name}")
         power_item = entry.require("node_power_w")
         power = power_item.value
         if not isinstance(power, list) or not power:
@@ -128,11 +141,14 @@ def read_cluster(path: Path, *, require_nodes: bool = True) -> Cluster:
                 raise entry.error(f"{entry.name('node_power_w')}[{i}]",
                                   f"expected watts >= 0, got {w.value!r}", w.line)
             watts.append(float(w.value))
-        gpu_types[str(name)] = GpuType(str(name), tuple(watts))
+        gpu_types[name] = GpuType(name, tuple(watts))
     if not gpu_types:
         raise types_doc.error("gpu_types", "expected at least one GPU type", types_item.line)
 
     if not require_nodes and doc.get("nodes") is None:
+        for name in from_catalogue:
+            spec = gpu_catalogue()[name]
+            gpu_types[name] = GpuType(name, spec.node_power_w(spec.gpus_per_node))
         return Cluster(gpu_types, (), price, pue, overhead)
     nodes_item = doc.require("nodes")
     if not isinstance(nodes_item.value, list) or not nodes_item.value:
@@ -147,7 +163,7 @@ def read_cluster(path: Path, *, require_nodes: bool = True) -> Cluster:
             raise entry.error(entry.name("name"), f"duplicate node name {name!r}")
         seen.add(name)
         type_item = entry.require("gpu_type")
-        gpu_type = str(type_item.value)
+        gpu_type = canonical_gpu(str(type_item.value)) or str(type_item.value)
         if gpu_type not in gpu_types:
             raise entry.error(entry.name("gpu_type"),
                               f"unknown GPU type {gpu_type!r}; expected one of "
@@ -158,12 +174,18 @@ def read_cluster(path: Path, *, require_nodes: bool = True) -> Cluster:
             raise entry.error(entry.name("gpus"), f"expected an integer >= 1, got {gpus!r}",
                               gpus_item.line)
         covered = len(gpu_types[gpu_type].node_power_w)
+        if gpu_type in from_catalogue:
+            covered = gpus
         if covered < gpus:
             raise entry.error(entry.name("gpus"),
                               f"node has {gpus} GPUs but gpu_types.{gpu_type}.node_power_w "
                               f"lists only {covered} values; expected one per busy-GPU count",
                               gpus_item.line)
         nodes.append(Node(name, gpu_type, gpus))
+    for name in from_catalogue:  # catalogue power for the largest node of the type
+        spec = gpu_catalogue()[name]
+        k = max((n.gpus for n in nodes if n.gpu_type == name), default=spec.gpus_per_node)
+        gpu_types[name] = GpuType(name, spec.node_power_w(k))
     return Cluster(gpu_types, tuple(nodes), price, pue, overhead)
 
 
@@ -218,7 +240,7 @@ def _int(path: Path, line: int, field: str, text: str) -> int:
 def read_profiles(path: Path, cluster: Cluster) -> Profiles:
     table: dict[str, dict[tuple[str, int], float]] = {}
     for line, row in _csv_rows(path, PROFILE_COLUMNS):
-        gpu_type = row["gpu_type"]
+        gpu_type = canonical_gpu(row["gpu_type"]) or row["gpu_type"]
         if gpu_type not in cluster.gpu_types:
             raise ScenarioError(path, f"unknown GPU type {gpu_type!r}; expected one of "
                                 f"{', '.join(sorted(cluster.gpu_types))}", line=line,

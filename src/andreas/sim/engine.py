@@ -284,9 +284,13 @@ class Simulator:
                                      tardiness_cost(job.tardiness_weight, s.completion,
                                                     job.due_date),
                                      s.energy_joules * eur_per_j, s.restarts))
-        return SimulationResult(self.policy.name, self.seed, self.scenario, self.segments, records,
-                                self.points, self.scheduler_seconds, self.energy_joules,
-                                self.period)
+        result = SimulationResult(self.policy.name, self.seed, self.scenario, self.segments,
+                                  records, self.points, self.scheduler_seconds,
+                                  self.energy_joules, self.period)
+        stats = getattr(self.policy, "stats", None)  # e.g. milp: time-outs and worst gap
+        if isinstance(stats, dict):
+            result.summary["policy_stats"] = dict(stats)
+        return result
 
 
 def simulate(scenario: Scenario, policy: Policy, *, period: float | None = None,

@@ -104,3 +104,14 @@ def test_import_trace_command_writes_a_scenario(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "missing.csv: file not found" in bad.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_short_rows_are_errors_or_skipped(cluster, tmp_path):
+    short = tmp_path / "short.csv"
+    short.write_text((DATA / "philly_excerpt.csv").read_text().replace(
+        "258252,3219826,1,6214e9", "258252"))
+    with pytest.raises(ScenarioError) as err:
+        import_trace("philly", short, cluster)
+    assert "short.csv:5: field 'duration_s'" in str(err.value)
+    _, report = import_trace("philly", short, cluster, skip_bad=True)
+    assert report.skipped_bad == 1 and report.jobs == 6

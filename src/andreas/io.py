@@ -190,8 +190,11 @@ def read_cluster(path: Path, *, require_nodes: bool = True) -> Cluster:
 
 
 # --------------------------------------------------------------------------- CSV with lines
-def _csv_rows(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
-    """Yield (line number, row) and check the header has every required column."""
+def csv_rows(path: Path, columns: tuple[str, ...], *, pad_short: bool = False
+             ) -> Iterator[tuple[int, dict[str, str]]]:
+    """Yield (line number, row of the required columns, stripped) and check the header has
+    every required column. A row with too few values is an error, or with `pad_short` is
+    padded with empty values (so that the caller's field check reports or skips it)."""
     try:
         handle = path.open(newline="", encoding="utf-8")
     except FileNotFoundError:
@@ -213,8 +216,10 @@ def _csv_rows(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, dict[
                 continue
             line = reader.line_num
             if len(row) < len(header):
-                raise ScenarioError(path, f"expected {len(header)} values, got {len(row)}",
-                                    line=line)
+                if not pad_short:
+                    raise ScenarioError(path, f"expected {len(header)} values, got {len(row)}",
+                                        line=line)
+                row = row + [""] * (len(header) - len(row))
             yield line, {c: row[i].strip() for c, i in index.items()}
 
 
@@ -239,7 +244,7 @@ def _int(path: Path, line: int, field: str, text: str) -> int:
 
 def read_profiles(path: Path, cluster: Cluster) -> Profiles:
     table: dict[str, dict[tuple[str, int], float]] = {}
-    for line, row in _csv_rows(path, PROFILE_COLUMNS):
+    for line, row in csv_rows(path, PROFILE_COLUMNS):
         gpu_type = canonical_gpu(row["gpu_type"]) or row["gpu_type"]
         if gpu_type not in cluster.gpu_types:
             raise ScenarioError(path, f"unknown GPU type {gpu_type!r}; expected one of "
@@ -274,7 +279,7 @@ def feasible_configs(cluster: Cluster, configs: dict[tuple[str, int], float] | A
 def read_workload(path: Path, cluster: Cluster, profiles: Profiles) -> tuple[Job, ...]:
     jobs: list[Job] = []
     seen: dict[str, int] = {}
-    for line, row in _csv_rows(path, WORKLOAD_COLUMNS):
+    for line, row in csv_rows(path, WORKLOAD_COLUMNS):
         job_id = row["job_id"]
         if not job_id:
             raise ScenarioError(path, "expected a job id", line=line, field="job_id")

@@ -20,17 +20,15 @@ skipped and counted).
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
 from ..catalogue import canonical_gpu, catalogue_profiles_path
 from ..errors import ScenarioError
-from ..io import feasible_configs, read_profiles
+from ..io import csv_rows, feasible_configs, read_profiles
 from ..model import Cluster, Job, Profiles, Scenario
 from .generate import WEIGHT_RANGE
 
@@ -63,21 +61,6 @@ class TraceJob:
     allowed: tuple[str, ...] | None  # GPU types the job may use; None = any
 
 
-def _rows(path: Path, columns: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
-    try:
-        f = path.open(newline="", encoding="utf-8")
-    except FileNotFoundError:
-        raise ScenarioError(path, "file not found") from None
-    with f:
-        reader = csv.DictReader(f)
-        for c in columns:
-            if c not in (reader.fieldnames or []):
-                raise ScenarioError(path, f"missing column; expected {', '.join(columns)}",
-                                    line=1, field=c)
-        for row in reader:
-            yield reader.line_num, row
-
-
 def _number(path: Path, line: int, row: dict, column: str, *, integer: bool = False,
             minimum: float | None = None) -> float:
     text = (row.get(column) or "").strip()
@@ -94,7 +77,7 @@ def _number(path: Path, line: int, row: dict, column: str, *, integer: bool = Fa
 
 def read_philly(path: Path, report: ImportReport, skip_bad: bool) -> list[TraceJob]:
     jobs = []
-    for line, row in _rows(path, PHILLY_COLUMNS):
+    for line, row in csv_rows(path, PHILLY_COLUMNS, pad_short=True):
         report.rows += 1
         try:
             submit = _number(path, line, row, "submit_time_s", minimum=0)
@@ -114,7 +97,7 @@ def read_philly(path: Path, report: ImportReport, skip_bad: bool) -> list[TraceJ
 
 def read_alibaba(path: Path, report: ImportReport, skip_bad: bool) -> list[TraceJob]:
     jobs = []
-    for line, row in _rows(path, ALIBABA_COLUMNS):
+    for line, row in csv_rows(path, ALIBABA_COLUMNS, pad_short=True):
         report.rows += 1
         try:
             gpus = int(_number(path, line, row, "num_gpu", integer=True, minimum=0))

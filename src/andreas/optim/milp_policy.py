@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from ..policies.base import Plan, Snapshot, register
 from ..policies.greedy import GreedyParams, RandomizedGreedy
 from ..policies.planning import Candidate, PlanningContext
-from .highs import Milp, solve
 
 WAIT_ENERGY_MARGIN = 1.01
 
@@ -58,7 +57,7 @@ def decision_cost(ctx: PlanningContext, placed: Placed) -> float:
 class DecisionMilp:
     """The variables of one decision's MILP and how to read a plan back from a solution."""
 
-    model: Milp
+    model: "Milp"  # noqa: F821 (imported lazily)
     x: dict[tuple[int, int, int], int]  # (job, candidate index, node) -> column
     wait: list[int]
     y: dict[tuple[int, int], int]  # (node, busy level) -> column
@@ -66,6 +65,8 @@ class DecisionMilp:
 
 
 def build_milp(ctx: PlanningContext) -> DecisionMilp:
+    from .highs import Milp  # HiGHS and scipy load only when a MILP is built
+
     m = Milp()
     x, y, z = {}, {}, {}
     wait = []
@@ -141,6 +142,8 @@ class MilpPolicy:
         """(plan, its decision cost, relative gap) for one decision."""
         start = list(RandomizedGreedy("andreas", GreedyParams(seed=self.seed)).elite(ctx)[0]
                      .placed)
+        from .highs import solve
+
         d = build_milp(ctx)
         result = solve(d.model, time_limit=self.time_limit,
                        start=solution_from_plan(d, ctx, start))

@@ -1,10 +1,13 @@
 """ANDREAS: the greedy pass and the Randomized Greedy of Filippini et al. (2021).
 
 Each decision re-plans every unfinished job, running ones included (a running job may be paused,
-resized or moved). The greedy pass orders jobs by pressure, gives each the cheapest configuration
-that meets its due date (else the fastest), packs best-fit, and hands idle GPUs of used nodes to
-the job that gains most when that lowers the proxy cost. The Randomized Greedy repeats the pass
-with randomised order, configuration and node choices and keeps the best plans by proxy cost.
+resized or moved). The greedy pass orders jobs (by pressure in the paper; `order`), gives each
+the cheapest configuration that meets its due date (else the fastest), packs best-fit, and hands
+idle GPUs of used nodes to the job that gains most when that lowers the plan's score. The
+Randomized Greedy repeats the pass with randomised order, configuration and node choices and
+keeps the best plans by score (`score`: the look-ahead by default, or the paper's proxy).
+
+This module is the plain Python reference; `kernel.py` runs the same passes compiled.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ Placed = list[tuple[int, Candidate] | None]
 
 @dataclass(frozen=True)
 class GreedyParams:
-    """Randomized Greedy settings; the defaults are the paper's."""
+    """Randomized Greedy settings: the paper's π, α, β, iterations and elite size; our order and
+    score (the paper's are order="pressure", score="proxy": policy `andreas-paper`)."""
 
     max_iterations: int = 1000
     pi: float = 0.05  # bias of the neighbour swap towards the weight order
@@ -72,7 +76,7 @@ class RandomizedGreedy:
         return ctx.to_plan(list(best.placed))
 
     def elite(self, ctx: PlanningContext) -> list[ScoredPlan]:
-        """The best distinct plans found, cheapest first by proxy cost (iteration 0 is the
+        """The best distinct plans found, cheapest first by score (iteration 0 is the
         deterministic greedy pass, so the best is never worse than it)."""
         p = self.params
         score = SCORES[p.score]
@@ -83,7 +87,7 @@ class RandomizedGreedy:
                              for o in p.extra_orders if iterations > 1]
         if p.impl == "fast":
             return self._elite_fast(ctx, starts, draws)
-        seen: dict[tuple, ScoredPlan | None] = {}
+        seen: set[tuple] = set()
         elite: list[ScoredPlan] = []
         for it in range(max(iterations, len(starts))):
             if it < len(starts):
@@ -97,7 +101,7 @@ class RandomizedGreedy:
                 continue
             cost = self.post_process(ctx, placed, score)
             scored = ScoredPlan(cost, it, tuple(placed))
-            seen[key] = scored
+            seen.add(key)
             elite.append(scored)
             if len(elite) > 4 * p.elite_size:
                 elite.sort(key=lambda s: (s.score, s.iteration))

@@ -33,6 +33,22 @@ console = Console(width=None if sys.stdout.isatty() else 140)
 err = Console(stderr=True)
 
 
+def _version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        console.print(f"andreas {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """ANDREAS: energy- and deadline-aware scheduling of deep-learning jobs on GPU clusters."""
+
+
 def user_errors(fn: Callable) -> Callable:
     """Turn an AndreasError into one line on stderr and exit code 2: no traceback."""
     @wraps(fn)

@@ -179,3 +179,13 @@ def test_report_plot_and_sweep_commands(tmp_path):
                     "--max-iterations", 50)
     assert again.returncode == 2 and "other settings" in again.stderr
     assert andreas("plot", tmp_path / "nothing").returncode == 2
+
+
+def test_custom_policy_example_runs():
+    example = Path(__file__).parent.parent / "examples" / "custom_policy.py"
+    run = subprocess.run([sys.executable, str(example)], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("srpt-fastest alone:")
+    assert [line.split()[0] for line in lines[1:]] == ["fifo", "srpt-fastest", "andreas"]

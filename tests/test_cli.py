@@ -131,6 +131,9 @@ BAD = {
     "not a number": (dict(workload=GOOD_WORKLOAD.replace("j3,15", "j3,soon")),
                      "workload.csv:4: field 'submit_time': expected a number, got 'soon'"),
     "bad YAML": (dict(cluster="energy_price: [1,\n"), "cluster.yaml:"),
+    "idle draw above busy": (dict(cluster=GOOD_CLUSTER.replace(
+        "node_power_w: [150]", "node_power_w: [150]\n    idle_power_w: 200")),
+        "field 'gpu_types.SMALL.idle_power_w': 200.0 W exceeds the draw with one busy GPU"),
 }
 
 

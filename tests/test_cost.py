@@ -90,3 +90,17 @@ def test_pue_and_price_scale_energy_cost():
     r = simulate(sc, make_policy("fifo"))
     assert r.summary["energy_kwh"] == pytest.approx(1.0)
     assert r.summary["energy_cost"] == pytest.approx(1.0 * 0.2 * 1.5)
+
+
+def test_idle_draw_of_powered_nodes_is_charged_to_the_cluster():
+    from andreas.model import Cluster, GpuType, Node
+    cl = Cluster({"G": GpuType("G", (100.0,), idle_w=20.0)},
+                 (Node("n1", "G", 1), Node("n2", "G", 1)), 0.36)
+    # One job, submitted at 5 s, runs 10 s on one node: n1 idles 5 s then draws 100 W for 10 s;
+    # n2 idles all 15 s: 20*5 + 100*10 + 20*15 = 1400 J. The job pays its node's 1000 J.
+    sc = scenario(cl, {"p": {("G", 1): 10.0}}, [job("a", submit=5, epochs=1)])
+    r = simulate(sc, make_policy("fifo"))
+    assert r.summary["energy_cost"] == pytest.approx(1400 * E)
+    assert r.jobs[0].energy_cost == pytest.approx(1000 * E)
+    assert account_segments(sc.cluster, sc.jobs, r.segments).energy_cost == \
+        pytest.approx(1400 * E)

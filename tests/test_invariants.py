@@ -37,7 +37,12 @@ def scenarios(draw):
                         epochs=draw(st.sampled_from([0.5, 1.0, 3.0, 7.25, 12.0])),
                         profile=draw(st.sampled_from(["p0", "p1"]))))
     overhead = float(draw(st.sampled_from([0, 0, 7])))
-    return scenario(cluster(nodes, power, overhead=overhead), profiles, jobs)
+    cl = cluster(nodes, power, overhead=overhead)
+    if draw(st.booleans()):  # nodes that stay powered when idle
+        from dataclasses import replace
+        cl = replace(cl, gpu_types={t: replace(gt, idle_w=float(draw(st.integers(
+            0, int(gt.node_power_w[0]))))) for t, gt in cl.gpu_types.items()})
+    return scenario(cl, profiles, jobs)
 
 
 def check_invariants(sc, result):
@@ -67,6 +72,15 @@ def check_invariants(sc, result):
     assert again.energy_cost == pytest.approx(result.summary["energy_cost"], rel=1e-9, abs=1e-12)
     assert again.tardiness_cost == pytest.approx(result.summary["tardiness_cost"], rel=1e-9,
                                                  abs=1e-12)
+    # The figures' power curve and cumulative cost come to the same totals.
+    from andreas.experiments import figures as F
+    power = F.power_series(result.segments, sc.cluster)
+    assert power.energy_joules() / 3.6e6 == pytest.approx(result.summary["energy_kwh"],
+                                                          rel=1e-9, abs=1e-12)
+    cumulative = F.cumulative_cost_data(result.segments, sc.cluster, {
+        r.job_id: (r.completion_time, r.tardiness_cost) for r in result.jobs})
+    assert cumulative.total_eur[-1] == pytest.approx(result.summary["total_cost"], rel=1e-9,
+                                                     abs=1e-12)
     for r in result.jobs:
         assert again.completion[r.job_id] == pytest.approx(r.completion_time)
         assert again.job_energy_cost.get(r.job_id, 0.0) == pytest.approx(r.energy_cost,

@@ -105,7 +105,12 @@ def small_scenarios(draw):
                         weight=draw(st.sampled_from([0.0, 0.001, 0.02])),
                         epochs=float(draw(st.integers(1, 20)))))
     overhead = float(draw(st.sampled_from([0, 30])))
-    return scenario(cluster(nodes, power, overhead=overhead), profiles, jobs)
+    cl = cluster(nodes, power, overhead=overhead)
+    if draw(st.booleans()):  # nodes that stay powered when idle
+        from dataclasses import replace
+        cl = replace(cl, gpu_types={t: replace(gt, idle_w=float(draw(st.integers(
+            0, int(gt.node_power_w[0]))))) for t, gt in cl.gpu_types.items()})
+    return scenario(cl, profiles, jobs)
 
 
 @settings(max_examples=20, deadline=None)

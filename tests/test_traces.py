@@ -115,3 +115,16 @@ def test_short_rows_are_errors_or_skipped(cluster, tmp_path):
     assert "short.csv:5: field 'duration_s'" in str(err.value)
     _, report = import_trace("philly", short, cluster, skip_bad=True)
     assert report.skipped_bad == 1 and report.jobs == 6
+
+
+def test_idle_power_from_the_catalogue(tmp_path):
+    path = tmp_path / "cluster.yaml"
+    path.write_text("energy_price: 0.2\ngpu_types:\n  a100: {idle_power_w: catalogue}\n"
+                    "  X: {node_power_w: [100, 150], idle_power_w: 40}\nnodes:\n"
+                    "  - {name: a, gpu_type: A100, gpus: 4}\n  - {name: x, gpu_type: X, gpus: 2}\n")
+    cl = read_cluster(path)
+    spec = gpu_catalogue()["A100"]
+    assert cl.gpu_types["A100"].idle_w == pytest.approx(spec.host_w + 4 * spec.idle_w)
+    assert cl.gpu_types["X"].idle_w == 40.0 and cl.gpu_types["X"].extra_w(2) == 110.0
+    from andreas.io import cluster_document
+    assert cluster_document(cl)["gpu_types"]["X"]["idle_power_w"] == 40.0

@@ -22,9 +22,10 @@ def run_energy_cost(cluster: Cluster, gpu_type: str, gpus: int, seconds: float) 
     """EUR for running `seconds` on `gpus` GPUs of a node of `gpu_type`, alone on that node.
 
     This is the estimate policies use to rank configurations: the job's node draws
-    node_power_w[gpus-1] for the whole run.
+    node_power_w[gpus-1] for the whole run, less the idle draw it would pay anyway (0 W by
+    default: nodes are off when idle).
     """
-    return cluster.gpu_types[gpu_type].power_w(gpus) * seconds * cluster.eur_per_joule()
+    return cluster.gpu_types[gpu_type].extra_w(gpus) * seconds * cluster.eur_per_joule()
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,9 @@ def account_segments(cluster: Cluster, jobs: Iterable[Job],
 
     For each node, the busy-GPU count is piecewise constant between segment boundaries; over
     each piece the node draws node_power_w[b-1] and each job on it pays the share gpus/b.
-    A job's completion is the end of its last run segment.
+    A job's completion is the end of its last run segment. A GPU type with an idle draw charges
+    it (to the cluster, not to a job) whenever its nodes have no busy GPU between time 0 and the
+    last completion.
     """
     by_node: dict[str, list[Segment]] = defaultdict(list)
     completion: dict[str, float] = {}
@@ -61,6 +64,9 @@ def account_segments(cluster: Cluster, jobs: Iterable[Job],
     eur_per_j = cluster.eur_per_joule()
     job_joules: dict[str, float] = defaultdict(float)
     total_joules = 0.0
+    end = max(completion.values(), default=0.0)
+    for node in cluster.nodes:  # idle draw: the whole span, less the busy time added below
+        total_joules += types[node.name].idle_w * end
     for node, segs in by_node.items():
         # Sweep line over segment boundaries; ends sort before starts at the same instant.
         events = sorted([(s.start, 1, i) for i, s in enumerate(segs)]
@@ -70,7 +76,7 @@ def account_segments(cluster: Cluster, jobs: Iterable[Job],
         for t, is_start, i in events:
             if busy and last is not None and t > last:
                 joules = types[node].power_w(busy) * (t - last)
-                total_joules += joules
+                total_joules += joules - types[node].idle_w * (t - last)
                 for s in active.values():
                     job_joules[s.job_id] += joules * s.gpus / busy
             last = t

@@ -116,8 +116,20 @@ def read_cluster(path: Path, *, require_nodes: bool = True) -> Cluster:
     types_doc = _Fields(path, types_item, "gpu_types")
     gpu_types: dict[str, GpuType] = {}
     from_catalogue: list[str] = []
+    idle: dict[str, float | str] = {}  # watts, or "catalogue" (filled in once nodes are known)
     for raw_name, located in types_item.value.items():
         name = canonical_gpu(str(raw_name)) or str(raw_name)
+        if isinstance(located.value, dict) and "idle_power_w" in located.value:
+            item = located.value["idle_power_w"]
+            field = f"gpu_types.{raw_name}.idle_power_w"
+            if item.value == "catalogue" and canonical_gpu(name) is not None:
+                idle[name] = "catalogue"
+            elif isinstance(item.value, bool) or not isinstance(item.value, (int, float)) \
+                    or item.value < 0:
+                raise types_doc.error(field, f"expected watts >= 0 (or 'catalogue' for a "
+                                      f"catalogued GPU type), got {item.value!r}", item.line)
+            else:
+                idle[name] = float(item.value)
         if located.value is None or (isinstance(located.value, dict)
                                      and "node_power_w" not in located.value):
             if canonical_gpu(name) is None:
@@ -146,10 +158,8 @@ def read_cluster(path: Path, *, require_nodes: bool = True) -> Cluster:
         raise types_doc.error("gpu_types", "expected at least one GPU type", types_item.line)
 
     if not require_nodes and doc.get("nodes") is None:
-        for name in from_catalogue:
-            spec = gpu_catalogue()[name]
-            gpu_types[name] = GpuType(name, spec.node_power_w(spec.gpus_per_node))
-        return Cluster(gpu_types, (), price, pue, overhead)
+        return Cluster(_complete(path, types_item.line, gpu_types, from_catalogue, idle, []),
+                       (), price, pue, overhead)
     nodes_item = doc.require("nodes")
     if not isinstance(nodes_item.value, list) or not nodes_item.value:
         raise doc.error("nodes", "expected a non-empty list of {name, gpu_type, gpus}",
@@ -182,11 +192,36 @@ def read_cluster(path: Path, *, require_nodes: bool = True) -> Cluster:
                               f"lists only {covered} values; expected one per busy-GPU count",
                               gpus_item.line)
         nodes.append(Node(name, gpu_type, gpus))
-    for name in from_catalogue:  # catalogue power for the largest node of the type
-        spec = gpu_catalogue()[name]
-        k = max((n.gpus for n in nodes if n.gpu_type == name), default=spec.gpus_per_node)
-        gpu_types[name] = GpuType(name, spec.node_power_w(k))
-    return Cluster(gpu_types, tuple(nodes), price, pue, overhead)
+    return Cluster(_complete(path, types_item.line, gpu_types, from_catalogue, idle, nodes),
+                   tuple(nodes), price, pue, overhead)
+
+
+def _complete(path: Path, line: int, *args) -> dict[str, GpuType]:
+    try:
+        return _complete_types(*args)
+    except ValueError as exc:
+        field, message = str(exc).split(": ", 1)
+        raise ScenarioError(path, message, line=line, field=field) from None
+
+
+def _complete_types(gpu_types: dict[str, GpuType], from_catalogue: list[str],
+                    idle: dict[str, float | str], nodes: list[Node]) -> dict[str, GpuType]:
+    """Catalogue power for the largest node of each catalogued type that left it out, and the
+    idle draw of every type that set one."""
+    out = {}
+    for name, gt in gpu_types.items():
+        spec = gpu_catalogue().get(name)
+        k = max((n.gpus for n in nodes if n.gpu_type == name),
+                default=spec.gpus_per_node if spec else len(gt.node_power_w))
+        power = spec.node_power_w(k) if name in from_catalogue else gt.node_power_w
+        idle_w = idle.get(name, 0.0)
+        if idle_w == "catalogue":
+            idle_w = spec.host_w + k * spec.idle_w
+        if power and idle_w > power[0]:
+            raise ValueError(f"gpu_types.{name}.idle_power_w: {idle_w} W exceeds the draw with "
+                             f"one busy GPU ({power[0]} W); expected at most that")
+        out[name] = GpuType(name, power, float(idle_w))
+    return out
 
 
 # --------------------------------------------------------------------------- CSV with lines
@@ -337,7 +372,8 @@ def cluster_document(cluster: Cluster) -> dict:
         "energy_price": cluster.energy_price,
         "pue": cluster.pue,
         "restart_overhead_s": cluster.restart_overhead_s,
-        "gpu_types": {t.name: {"node_power_w": list(t.node_power_w)}
+        "gpu_types": {t.name: {"node_power_w": list(t.node_power_w),
+                               **({"idle_power_w": t.idle_w} if t.idle_w else {})}
                       for t in cluster.gpu_types.values()},
         "nodes": [{"name": n.name, "gpu_type": n.gpu_type, "gpus": n.gpus} for n in cluster.nodes],
     }

@@ -13,14 +13,24 @@ from typing import Mapping
 
 @dataclass(frozen=True)
 class GpuType:
-    """A GPU model and the power its node draws with 1..k busy GPUs (index b-1)."""
+    """A GPU model and the power its node draws with 1..k busy GPUs (index b-1).
+
+    `idle_w` is what a node with no busy GPU draws: 0 by default (switched off, as in the
+    paper); a cluster whose nodes stay powered sets it.
+    """
 
     name: str
     node_power_w: tuple[float, ...]
+    idle_w: float = 0.0
 
     def power_w(self, busy_gpus: int) -> float:
-        """Node draw in watts with `busy_gpus` busy; 0 W when none (node switched off)."""
-        return 0.0 if busy_gpus <= 0 else self.node_power_w[busy_gpus - 1]
+        """Node draw in watts with `busy_gpus` busy; `idle_w` (default 0 W: off) when none."""
+        return self.idle_w if busy_gpus <= 0 else self.node_power_w[busy_gpus - 1]
+
+    def extra_w(self, busy_gpus: int) -> float:
+        """Draw above idle with `busy_gpus` busy: what running jobs add, and what a plan can
+        change (the idle draw is paid whatever the plan)."""
+        return self.power_w(busy_gpus) - self.idle_w
 
 
 @dataclass(frozen=True)

@@ -136,10 +136,12 @@ class PowerSeries:
 
 
 def power_series(segments: Sequence[Segment], cluster: Cluster) -> PowerSeries:
-    """Cluster power and busy GPUs per type, piecewise constant between segment boundaries."""
+    """Cluster power and busy GPUs per type, piecewise constant between segment boundaries.
+    With an idle draw (a GPU type whose nodes stay powered) the series starts at time 0."""
     if not segments:
         return PowerSeries(np.zeros(1), np.zeros(0), {t: np.zeros(0) for t in cluster.gpu_types})
-    times = np.unique([t for s in segments for t in (s.start, s.end)])
+    idle_any = any(gt.idle_w for gt in cluster.gpu_types.values())
+    times = np.unique([t for s in segments for t in (s.start, s.end)] + ([0.0] if idle_any else []))
     k = len(times) - 1
     by_node: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(k + 1))
     for s in segments:
@@ -149,10 +151,12 @@ def power_series(segments: Sequence[Segment], cluster: Cluster) -> PowerSeries:
     power = np.zeros(k)
     busy_by_type = {t: np.zeros(k) for t in cluster.gpu_types}
     for node in cluster.nodes:
+        gt = cluster.gpu_types[node.gpu_type]
         if node.name not in by_node:
+            power += gt.idle_w
             continue
         busy = np.rint(np.cumsum(by_node[node.name])[:-1]).astype(int)
-        table = np.concatenate(([0.0], cluster.gpu_types[node.gpu_type].node_power_w))
+        table = np.concatenate(([gt.idle_w], gt.node_power_w))
         power += table[busy]
         busy_by_type[node.gpu_type] += busy
     return PowerSeries(times, power, busy_by_type)

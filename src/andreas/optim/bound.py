@@ -17,7 +17,9 @@ cost on the scenario):
 - r[j,s] ∈ {0,1} marks slots in which j runs; its completion is at least the start of each such
   slot and at least submit + its fastest run time; tardiness ω·max(0, completion − due).
 
-Restart overheads are ignored (they only add cost), so the bound stays valid with them.
+Restart overheads are ignored (they only add cost), so the bound stays valid with them. A GPU
+type with an idle draw (nodes that stay powered) is modelled by its draw above idle, plus the
+idle draw of every node until the earliest time the last job could finish.
 """
 
 from __future__ import annotations
@@ -114,9 +116,15 @@ def hindsight_bound(scenario: Scenario, *, slots: int = 120, time_limit: float =
             m.row(0.0, 1e30, [completion, runs] + cols,
                   [1.0, -s * delta] + [-delta] * len(cols))
     # per node and slot: capacity and energy
-    pieces = {t: convex_minorant(gt.node_power_w) for t, gt in cluster.gpu_types.items()}
-    busy_pieces = {t: convex_minorant(gt.node_power_w, through_zero=False)
-                   for t, gt in cluster.gpu_types.items()}
+    # Energy above the idle draw; the idle draw itself is paid by every node at least until the
+    # last job can possibly finish (added as a constant below).
+    extra = {t: tuple(gt.extra_w(b) for b in range(1, len(gt.node_power_w) + 1))
+             for t, gt in cluster.gpu_types.items()}
+    pieces = {t: convex_minorant(p) for t, p in extra.items()}
+    busy_pieces = {t: convex_minorant(p, through_zero=False) for t, p in extra.items()}
+    earliest_end = max(j.submit_time + t_min[j.job_id] for j in jobs)
+    idle_floor = sum(cluster.gpu_types[n.gpu_type].idle_w for n in cluster.nodes) \
+        * earliest_end * eur
     for n, node in enumerate(cluster.nodes):
         for s in range(slots):
             cols, gpus = [], []
@@ -151,5 +159,5 @@ def hindsight_bound(scenario: Scenario, *, slots: int = 120, time_limit: float =
                                  "job_id": k, "node": cluster.nodes[n].name, "gpu_type": t,
                                  "gpus": g, "share": v})
         schedule.sort(key=lambda r: (r["slot"], r["node"], r["job_id"]))
-    return BoundResult(result.bound if not result.optimal else result.objective,
-                       result.objective, result.optimal, delta, slots, schedule)
+    return BoundResult(idle_floor + (result.bound if not result.optimal else result.objective),
+                       idle_floor + result.objective, result.optimal, delta, slots, schedule)

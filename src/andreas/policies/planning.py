@@ -43,7 +43,10 @@ class PlanningContext:
         self.now = snapshot.time
         self.type_names = list(cluster.gpu_types)
         type_index = {name: i for i, name in enumerate(self.type_names)}
-        self.power = [cluster.gpu_types[t].node_power_w for t in self.type_names]
+        # Node draw above idle by busy GPUs: the idle draw is paid whatever the plan.
+        self.power = [tuple(cluster.gpu_types[t].extra_w(b) for b in
+                            range(1, len(cluster.gpu_types[t].node_power_w) + 1))
+                      for t in self.type_names]
         self.eur_per_joule = cluster.eur_per_joule()
         self.node_names = [n.name for n in cluster.nodes]
         self.node_type = [type_index[n.gpu_type] for n in cluster.nodes]

@@ -123,6 +123,7 @@ class Simulator:
         self.node_index = {n: i for i, n in enumerate(self.node_names)}
         self.node_power = [self.cluster.gpu_types[n.gpu_type].node_power_w
                            for n in self.cluster.nodes]
+        self.node_idle = [self.cluster.gpu_types[n.gpu_type].idle_w for n in self.cluster.nodes]
         self.busy = [0] * len(self.node_names)
         self.segments: list[Segment] = []
         self.states: dict[str, _JobState] = {}
@@ -174,6 +175,8 @@ class Simulator:
         for n, b in enumerate(self.busy):
             if b:
                 self.energy_joules += self.node_power[n][b - 1] * dt
+            elif self.node_idle[n]:
+                self.energy_joules += self.node_idle[n] * dt
         for s in running:
             st = s.stretch
             assert st is not None

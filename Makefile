@@ -2,12 +2,13 @@
 #              write an HTML report to demo-out/report/report.html
 # make test  - set up and run the whole test suite
 # make bench - time whole simulations per policy; writes bench/results.md
+# make bench-scale - Philly trace replay (needs ../shared/data); writes bench/scale.md
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench install clean
+.PHONY: demo test bench bench-scale install clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +28,9 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/simulate_bench.py --out bench/results.md
+
+bench-scale: $(STAMP)
+	$(BIN)/python bench/scale_bench.py --out bench/scale.md
 
 clean:
 	rm -rf $(VENV) demo-out

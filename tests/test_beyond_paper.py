@@ -179,3 +179,22 @@ def test_local_search_and_relinking_never_worsen_their_start(snap, seed):
         policy = make_policy(name, seed=seed, max_iterations=40)
         best, cost = policy.best(ctx)
         assert cost <= elite[0].score + 1e-12
+
+
+def test_planning_restart_penalty_keeps_jobs_in_place_and_cuts_restarts():
+    cl = cluster([("n1", "G", 4), ("n2", "G", 4)], {"G": [100, 150, 200, 250]})
+    profiles = {"p": {("G", 2): 10.0}, "q": {("G", 1): 10.0}}
+    jobs = [job("urgent", due=50, weight=0.05, profile="p"),
+            job("relaxed", due=1e6, weight=0.01, profile="q")]
+    snap = snapshot(scenario(cl, profiles, jobs),
+                    running={"urgent": ("n1", 2), "relaxed": ("n2", 1)})
+    assert make_policy("greedy").decide(snap)["relaxed"].node == "n1"  # moves are free
+    assert make_policy("greedy", plan_restart_s=60).decide(snap)["relaxed"].node == "n2"
+    from andreas.sim.generate import generate_paper_style, load_template
+    sc = generate_paper_style(load_template("paper"), 4, 2, 8000)
+    free = simulate(sc, make_policy("andreas", seed=1, max_iterations=100))
+    damped = simulate(sc, make_policy("andreas", seed=1, max_iterations=100,
+                                      plan_restart_s=120))
+    assert damped.summary["restarts"] < free.summary["restarts"]
+    # The penalty is only a planning device: the simulated restarts still cost nothing here.
+    assert all(s.phase == "run" for s in damped.segments)

@@ -42,11 +42,14 @@ class GreedyParams:
     # Randomized Greedy only): under overload WSPT and ATC orders beat the pressure order.
     extra_orders: tuple[str, ...] = ()
     impl: str = "fast"  # "fast": the compiled kernel; "plain": the reference Python code
+    plan_restart_s: float = 0.0  # plan as if each restart lost at least this long (0: as is)
 
     def __post_init__(self) -> None:
         if self.score not in SCORES:
             raise AndreasError(f"unknown score {self.score!r}; expected one of "
                                f"{', '.join(SCORES)}")
+        if self.plan_restart_s < 0:
+            raise AndreasError(f"plan_restart_s must be >= 0, got {self.plan_restart_s}")
         if self.impl not in ("fast", "plain"):
             raise AndreasError(f"unknown implementation {self.impl!r}; expected fast or plain")
         for order in (self.order, *self.extra_orders):
@@ -71,7 +74,7 @@ class RandomizedGreedy:
     def decide(self, snapshot: Snapshot) -> Plan:
         if not snapshot.jobs:
             return {}
-        ctx = PlanningContext(snapshot)
+        ctx = PlanningContext(snapshot, self.params.plan_restart_s)
         best = self.elite(ctx)[0]
         return ctx.to_plan(list(best.placed))
 

@@ -186,7 +186,7 @@ class ImprovedGreedy:
     def decide(self, snapshot: Snapshot) -> Plan:
         if not snapshot.jobs:
             return {}
-        ctx = PlanningContext(snapshot)
+        ctx = PlanningContext(snapshot, self.params.plan_restart_s)
         return ctx.to_plan(self.best(ctx)[0])
 
 

@@ -37,7 +37,11 @@ def pick_index(u: float, share: float, n: int) -> int:
 class PlanningContext:
     """Everything a policy needs about one snapshot, as indexable lists."""
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(self, snapshot: Snapshot, plan_restart_s: float = 0.0) -> None:
+        """`plan_restart_s`: plan as if every restart lost at least this long (the cluster's
+        own restart_overhead_s if larger). With free restarts a re-planning policy moves and
+        resizes jobs at almost every event; a planning penalty trades a little cost for far
+        fewer restarts, which real jobs (checkpoint, reload, warm-up) appreciate."""
         cluster = snapshot.cluster
         self.snapshot = snapshot
         self.now = snapshot.time
@@ -65,7 +69,7 @@ class PlanningContext:
         self.cands: list[list[Candidate]] = []
         self.tmin: list[float] = []
         self.tmax: list[float] = []
-        overhead = self.overhead = cluster.restart_overhead_s
+        overhead = self.overhead = max(cluster.restart_overhead_s, plan_restart_s)
         self.cluster = cluster
         for v in self.views:
             current = None

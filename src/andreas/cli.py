@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from functools import wraps
 from pathlib import Path
 from typing import Callable, Optional

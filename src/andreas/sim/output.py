@@ -26,7 +26,6 @@ from .engine import JobRecord, SimulationResult
 T = TypeVar("T")
 SEGMENT_COLUMNS = tuple(f.name for f in fields(Segment))
 JOB_COLUMNS = tuple(f.name for f in fields(JobRecord))
-OUTPUT_FILES = ("summary.json", "jobs.csv", "segments.csv", "cluster.yaml")
 
 
 @contextmanager

@@ -43,10 +43,7 @@ def run_cost(ctx: PlanningContext, j: int, cand: Candidate, busy: int, node: int
 
 def decision_cost(ctx: PlanningContext, placed: Placed) -> float:
     """The MILP's objective for any plan, so plans of other policies can be compared to it."""
-    busy = [0] * len(ctx.node_names)
-    for e in placed:
-        if e is not None:
-            busy[e[0]] += e[1].gpus
+    busy = ctx.busy_after(placed)
     total = 0.0
     for j, e in enumerate(placed):
         total += waiting_cost(ctx, j) if e is None else run_cost(ctx, j, e[1], busy[e[0]], e[0])
@@ -103,10 +100,7 @@ def build_milp(ctx: PlanningContext) -> DecisionMilp:
 
 def solution_from_plan(d: DecisionMilp, ctx: PlanningContext, placed: Placed) -> list[float]:
     values = [0.0] * len(d.model.cost)
-    busy = [0] * len(ctx.node_names)
-    for e in placed:
-        if e is not None:
-            busy[e[0]] += e[1].gpus
+    busy = ctx.busy_after(placed)
     for n, b in enumerate(busy):
         if b:
             values[d.y[(n, b)]] = 1.0

@@ -197,11 +197,10 @@ class RandomizedGreedy:
         """Hand idle GPUs of used nodes to the job there whose run time drops most, only when
         that lowers the plan's score (more busy GPUs draw more power than a shorter run may
         save). Returns the final score."""
-        free = list(ctx.node_cap)
+        free = ctx.free_after(placed)
         on_node: dict[int, list[int]] = {}
         for j, e in enumerate(placed):
             if e is not None:
-                free[e[0]] -= e[1].gpus
                 on_node.setdefault(e[0], []).append(j)
         cost = score(ctx, placed)
         for n, jobs in on_node.items():

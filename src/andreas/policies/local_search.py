@@ -27,14 +27,6 @@ from .scoring import SCORES
 Placed = list[tuple[int, Candidate] | None]
 
 
-def _free(ctx: PlanningContext, placed: Placed) -> list[int]:
-    free = list(ctx.node_cap)
-    for e in placed:
-        if e is not None:
-            free[e[0]] -= e[1].gpus
-    return free
-
-
 def _fit_on(ctx: PlanningContext, j: int, node: int, room: int) -> Candidate | None:
     """Job j's most preferred candidate that runs on `node` within `room` free GPUs."""
     for cand in ctx.cands[j]:
@@ -84,7 +76,7 @@ class LocalSearch:
     def exchange(self, placed: Placed, a: int, b: int) -> Placed | None:
         na, ca = placed[a]
         nb, cb = placed[b]
-        free = _free(self.ctx, placed)
+        free = self.ctx.free_after(placed)
         new_a = _fit_on(self.ctx, a, nb, free[nb] + cb.gpus)
         new_b = _fit_on(self.ctx, b, na, free[na] + ca.gpus)
         if new_a is None or new_b is None:
@@ -95,7 +87,7 @@ class LocalSearch:
 
     def take_place(self, placed: Placed, a: int, b: int) -> Placed | None:
         nb, cb = placed[b]
-        free = _free(self.ctx, placed)
+        free = self.ctx.free_after(placed)
         room = free[nb] + cb.gpus + (placed[a][1].gpus if placed[a] is not None
                                      and placed[a][0] == nb else 0)
         new_a = _fit_on(self.ctx, a, nb, room)
@@ -133,7 +125,7 @@ class LocalSearch:
                 plan[j] = guide[j]
                 if guide[j] is not None:  # make room: jobs in the way on that node wait
                     node = guide[j][0]
-                    free = _free(self.ctx, plan)
+                    free = self.ctx.free_after(plan)
                     for k in sorted((k for k, e in enumerate(plan)
                                      if e is not None and e[0] == node and k != j),
                                     key=lambda k: -self.ctx.pressure_rank[k]):

@@ -25,8 +25,10 @@ idle draw of every node until the earliest time the last job could finish.
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from dataclasses import dataclass
 
+from ..io import feasible_configs
 from ..model import Scenario
 from .highs import Milp, solve
 
@@ -68,11 +70,8 @@ class BoundResult:
 def hindsight_bound(scenario: Scenario, *, slots: int = 120, time_limit: float = 120.0,
                     horizon: float | None = None) -> BoundResult:
     cluster, profiles, jobs = scenario.cluster, scenario.profiles, scenario.jobs
-    largest: dict[str, int] = {}
-    for n in cluster.nodes:
-        largest[n.gpu_type] = max(largest.get(n.gpu_type, 0), n.gpus)
-    configs = {j.job_id: [(t, g, spe) for (t, g), spe in profiles.configs(j.profile).items()
-                          if g <= largest.get(t, 0)] for j in jobs}
+    configs = {j.job_id: [(t, g, profiles.configs(j.profile)[(t, g)]) for t, g in
+                          feasible_configs(cluster, profiles.configs(j.profile))] for j in jobs}
     t_min = {j.job_id: min(spe * j.epochs for _, _, spe in configs[j.job_id]) for j in jobs}
     if horizon is None:
         # Long enough for every schedule that matters: after the last arrival, idle time costs
@@ -85,6 +84,11 @@ def hindsight_bound(scenario: Scenario, *, slots: int = 120, time_limit: float =
     m = Milp()
     x: dict[tuple[str, int, int, int], int] = {}
     share = {}
+    # Columns indexed once by job and slot, and by node and slot (in creation order), so that
+    # building each row does not scan every column.
+    job_slot: dict[tuple[str, int], list[int]] = defaultdict(list)
+    node_slot: dict[tuple[int, int], list[tuple[str, int, int]]] = defaultdict(list)
+    work: dict[str, list[tuple[int, float]]] = defaultdict(list)  # (column, epochs per share)
     for j in jobs:
         first = int(math.floor(j.submit_time / delta))
         for s in range(first, slots):
@@ -93,22 +97,20 @@ def hindsight_bound(scenario: Scenario, *, slots: int = 120, time_limit: float =
             for c, (t, g, spe) in enumerate(configs[j.job_id]):
                 for n, node in enumerate(cluster.nodes):
                     if node.gpu_type == t and node.gpus >= g:
-                        x[(j.job_id, c, n, s)] = m.var(0.0, integer=False)
+                        col = x[(j.job_id, c, n, s)] = m.var(0.0, integer=False)
+                        job_slot[(j.job_id, s)].append(col)
+                        node_slot[(n, s)].append((j.job_id, c, col))
+                        work[j.job_id].append((col, delta / spe))
     # per job: work done, one configuration at a time, completion and tardiness
     for j in jobs:
         jid = j.job_id
-        work_cols, work_coefs = [], []
-        for (k, c, n, s), col in x.items():
-            if k == jid:
-                work_cols.append(col)
-                work_coefs.append(delta / configs[jid][c][2])
-        m.row(j.epochs, 1e30, work_cols, work_coefs)
+        m.row(j.epochs, 1e30, [col for col, _ in work[jid]], [e for _, e in work[jid]])
         completion = m.var(0.0, upper=1e30, integer=False)
         tard = m.var(j.tardiness_weight, upper=1e30, integer=False)
         m.row(j.submit_time + t_min[jid], 1e30, [completion], [1.0])
         m.row(-j.due_date, 1e30, [tard, completion], [1.0, -1.0])  # tard ≥ C − due
         for s in range(int(math.floor(j.submit_time / delta)), slots):
-            cols = [col for (k, c, n, ss), col in x.items() if k == jid and ss == s]
+            cols = job_slot[(jid, s)]
             m.row(-1e30, share[(jid, s)], cols, [1.0] * len(cols))
             runs = m.var(0.0)  # r[j,s]: j runs in slot s
             m.row(0.0, 1e30, [runs] + cols, [1.0] + [-1.0] * len(cols))
@@ -127,11 +129,9 @@ def hindsight_bound(scenario: Scenario, *, slots: int = 120, time_limit: float =
         * earliest_end * eur
     for n, node in enumerate(cluster.nodes):
         for s in range(slots):
-            cols, gpus = [], []
-            for (k, c, nn, ss), col in x.items():
-                if nn == n and ss == s:
-                    cols.append(col)
-                    gpus.append(float(configs[k][c][1]))
+            entries = node_slot.get((n, s), [])
+            cols = [col for _, _, col in entries]
+            gpus = [float(configs[k][c][1]) for k, c, _ in entries]
             if not cols:
                 continue
             m.row(-1e30, float(node.gpus), cols, gpus)
@@ -140,9 +140,8 @@ def hindsight_bound(scenario: Scenario, *, slots: int = 120, time_limit: float =
                 m.row(intercept, 1e30, [energy] + cols, [1.0] + [-slope * g for g in gpus])
             on = m.var(0.0, integer=False)  # share of the slot the node is powered, at least
             by_job: dict[str, list[int]] = {}
-            for (k, c, nn, ss), col in x.items():
-                if nn == n and ss == s:
-                    by_job.setdefault(k, []).append(col)
+            for k, _, col in entries:
+                by_job.setdefault(k, []).append(col)
             for jcols in by_job.values():
                 m.row(0.0, 1e30, [on] + jcols, [1.0] + [-1.0] * len(jcols))
             for slope, intercept in busy_pieces[node.gpu_type]:

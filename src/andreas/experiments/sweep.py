@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import AndreasError
 from ..policies import POLICIES, make_policy
 from ..sim.generate import Template, generate_paper_style
-from .compare import BASELINES, write_csv
+from .compare import BASELINES, reduction_columns, write_csv
 from .runner import RunSpec, Task, run_all
 from .stats import mean_ci
 
@@ -163,7 +163,7 @@ def aggregate(rows: Sequence[dict], policies: Sequence[str]) -> list[dict]:
         for p in policies:
             for k in instances:
                 xs = [r["total_cost"] for r in cell if r["policy"] == p and r["instance"] == k]
-                inst_mean[(p, k)] = sum(xs) / len(xs) if xs else math.nan
+                inst_mean[(k, p)] = sum(xs) / len(xs) if xs else math.nan
         for p in policies:
             mine = [r for r in cell if r["policy"] == p]
             if not mine:
@@ -172,13 +172,7 @@ def aggregate(rows: Sequence[dict], policies: Sequence[str]) -> list[dict]:
             entry = {"nodes": n, "lambda": lam, "policy": p, "runs": len(mine),
                      "total_cost_mean": est.mean, "total_cost_ci_low": est.low,
                      "total_cost_ci_high": est.high}
-            for b in baselines:
-                red = mean_ci(100.0 * (inst_mean[(b, k)] - inst_mean[(p, k)]) / inst_mean[(b, k)]
-                              for k in instances if inst_mean[(b, k)] > 0
-                              and not math.isnan(inst_mean[(p, k)]))
-                entry[f"reduction_vs_{b}_pct"] = red.mean
-                entry[f"reduction_vs_{b}_ci_low"] = red.low
-                entry[f"reduction_vs_{b}_ci_high"] = red.high
+            entry.update(reduction_columns(inst_mean, instances, p, baselines))
             out.append(entry)
     return out
 

@@ -2,3 +2,102 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+import itertools
+import shutil
+import subprocess
+import textwrap
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+TRAIN = EXAMPLES / "train_numpy.py"
+_db_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory):
+    """A real PostgreSQL server (binaries from the `pgserver` wheel), started once per session.
+
+    Not skipped when missing: the service must be tested against PostgreSQL too."""
+    import pgserver
+
+    server = pgserver.get_server(tmp_path_factory.mktemp("pgdata"), cleanup_mode="stop")
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, tmp_path):
+    """Each test gets an empty database of each engine."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/state.db"
+    server = request.getfixturevalue("pg_server")
+    name = f"t{next(_db_counter)}_{abs(hash(str(tmp_path))) % 10**8}"
+    server.psql(f"CREATE DATABASE {name};")
+    uri = server.get_uri(name)
+    return uri.replace("postgresql://", "postgresql+psycopg://", 1)
+
+
+def write_service_files(directory: Path, *, nodes: str | None = None, extra: str = "",
+                        executor: str = "local") -> Path:
+    """A small cluster (fast node with 2 GPUs, slow node with 1), one profile, service.yaml."""
+    directory.mkdir(parents=True, exist_ok=True)
+    nodes = nodes if nodes is not None else textwrap.dedent("""\
+        nodes:
+          - {name: n1, gpu_type: fast, gpus: 2}
+          - {name: n2, gpu_type: slow, gpus: 1}
+        """)
+    (directory / "cluster.yaml").write_text(textwrap.dedent("""\
+        energy_price: 0.2
+        pue: 1.0
+        restart_overhead_s: 1
+        gpu_types:
+          fast: {node_power_w: [400, 700]}
+          slow: {node_power_w: [200, 380]}
+        """) + nodes)
+    (directory / "profiles.csv").write_text(
+        "profile,gpu_type,gpus,seconds_per_epoch\n"
+        "mlp,fast,1,0.3\nmlp,fast,2,0.2\nmlp,slow,1,0.5\n"
+        "one,fast,1,0.3\none,slow,1,0.5\n")
+    (directory / "service.yaml").write_text(textwrap.dedent(f"""\
+        cluster: cluster.yaml
+        profiles: profiles.csv
+        data_dir: state
+        executor: {executor}
+        policy: andreas
+        policy_options: {{seed: 1}}
+        period_s: null
+        grace_s: 5
+        poll_s: 0.1
+        """) + extra)
+    return directory / "service.yaml"
+
+
+def train_job(epochs: int, *, deadline_s: float = 600, samples: int = 60000, **extra) -> dict:
+    """A submission of the NumPy example training script."""
+    body = {"script": str(TRAIN), "args": ["--samples", str(samples)], "epochs": epochs,
+            "deadline_s": deadline_s, "profile": "mlp"}
+    body.update(extra)
+    return body
+
+
+def wait_for(predicate, timeout: float = 60.0, interval: float = 0.1, what: str = "condition"):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def epoch_lines(log_text: str) -> list[int]:
+    """Epoch numbers the example script logged as done (after checkpointing them)."""
+    out = []
+    for line in log_text.splitlines():
+        if line.startswith("epoch ") and " done" in line:
+            out.append(int(line.split()[1]))
+    return out

@@ -92,7 +92,7 @@ def test_generate_then_compare_writes_table(tmp_path):
 def test_help_on_every_command():
     assert andreas("--version").stdout.startswith("andreas ")
     for cmd in ("simulate", "generate", "compare", "policies", "account", "plot", "sweep",
-                "bound", "import-trace"):
+                "bound", "import-trace", "serve", "token"):
         run = andreas(cmd, "--help")
         assert run.returncode == 0 and "Usage" in run.stdout
 

@@ -424,6 +424,52 @@ def account_cmd(
         raise typer.Exit(1)
 
 
+@app.command("serve")
+@user_errors
+def serve_cmd(
+    config: Path = typer.Option(..., "--config", help="service.yaml (see docs/service.md)."),
+    database_url: Optional[str] = typer.Option(
+        None, "--database-url", help="Override the database, e.g. "
+        "postgresql+psycopg://user@host/andreas (default: the config's, or SQLite)."),
+    host: str = typer.Option("127.0.0.1", help="Address to listen on."),
+    port: int = typer.Option(8000, help="Port to listen on."),
+    admin_token_env: str = typer.Option(
+        "ANDREAS_ADMIN_TOKEN", help="Environment variable whose value, if set, becomes an "
+        "admin token (handy for the first start)."),
+) -> None:
+    """Run the live scheduler: a REST API that runs real jobs (docs at /docs)."""
+    import os
+
+    serve = _service_module("app").serve
+    serve(config, database_url=database_url, host=host, port=port,
+          admin_token=os.environ.get(admin_token_env))
+
+
+@app.command("token")
+@user_errors
+def token_cmd(
+    config: Path = typer.Option(..., "--config", help="service.yaml."),
+    user: str = typer.Option(..., "--user", help="User name (created if new)."),
+    role: str = typer.Option("user", "--role", help="admin or user."),
+    database_url: Optional[str] = typer.Option(None, "--database-url"),
+) -> None:
+    """Create an API token for a user and print it (it is stored only hashed)."""
+    cfg = _service_module("config").read_service_config(config).with_database(database_url)
+    print(_service_module("store").Store(cfg.database_url).create_token(user, role))
+
+
+def _service_module(name: str):
+    """Import a service module, or say which extra to install (the service is optional)."""
+    import importlib
+
+    try:
+        return importlib.import_module(f"andreas.service.{name}")
+    except ImportError as exc:
+        raise AndreasError(f"the service needs packages that are not installed ({exc.name}); "
+                           f"install them with: pip install 'andreas-scheduler[service]'") \
+            from None
+
+
 def render_table(table: list[dict], n_instances: int) -> Table:
     baselines = [b for b in BASELINES if f"reduction_vs_{b}_pct" in table[0]]
     t = Table(title=f"Mean over {n_instances} instance(s) and seeds, ±95 % CI; % cost reduction "

@@ -397,3 +397,8 @@ def write_scenario(scenario: Scenario, directory: str | Path) -> None:
         for j in scenario.jobs:
             w.writerow([j.job_id, _number(j.submit_time), _number(j.due_date),
                         _number(j.tardiness_weight), _number(j.epochs), j.profile])
+
+
+# Public names for other readers of located YAML (the service configuration).
+load_located_yaml = _load_yaml
+Fields = _Fields

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Protocol
 
+from ..errors import PlanError
 from ..model import Cluster, Job, Profiles
 
 
@@ -53,6 +54,31 @@ class Snapshot:
 
 Plan = Mapping[str, Assignment]
 """job_id -> where it runs until the next rescheduling point; a job not in the plan waits."""
+
+
+def check_plan(snapshot: Snapshot, plan: Plan, policy_name: str) -> None:
+    """Raise PlanError unless every planned job is known, on a known node, in a configuration
+    its profile allows, and no node holds more GPUs than it has. Both drivers call this."""
+    cluster = snapshot.cluster
+    views = {v.job_id: v for v in snapshot.jobs}
+    index = {n.name: i for i, n in enumerate(cluster.nodes)}
+    used = [0] * len(cluster.nodes)
+    for job_id, a in plan.items():
+        if job_id not in views:
+            raise PlanError(f"policy {policy_name!r} planned unknown or finished job {job_id!r}")
+        n = index.get(a.node)
+        if n is None:
+            raise PlanError(f"policy {policy_name!r} planned job {job_id!r} on unknown node "
+                            f"{a.node!r}")
+        config = (cluster.nodes[n].gpu_type, a.gpus)
+        if config not in snapshot.profiles.configs(views[job_id].job.profile):
+            raise PlanError(f"policy {policy_name!r} planned job {job_id!r} on {config}, which "
+                            f"its profile does not allow")
+        used[n] += a.gpus
+    for n, u in enumerate(used):
+        if u > cluster.nodes[n].gpus:
+            raise PlanError(f"policy {policy_name!r} over-subscribed node "
+                            f"{cluster.nodes[n].name!r}: {u} > {cluster.nodes[n].gpus} GPUs")
 
 
 class Policy(Protocol):

@@ -13,12 +13,12 @@ import math
 import time as wallclock
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Mapping
 
 from ..cost import tardiness_cost
-from ..errors import AndreasError, PlanError
+from ..errors import AndreasError
 from ..model import Job, Scenario, Segment
-from ..policies.base import Assignment, JobView, Plan, Policy, Snapshot
+from ..policies.base import Assignment, JobView, Policy, Snapshot, check_plan
 
 EPS = 1e-9
 
@@ -110,7 +110,11 @@ class Simulator:
 
     def __init__(self, scenario: Scenario, policy: Policy, *, period: float | None = None,
                  seed: int | None = None,
-                 on_progress: Callable[[float, int, int], None] | None = None) -> None:
+                 on_progress: Callable[[float, int, int], None] | None = None,
+                 start: float = 0.0, preset: Mapping[str, JobView] | None = None) -> None:
+        """`start` and `preset` let a live driver forecast from now: jobs submitted by `start`
+        begin in the state their `JobView` gives (running where it has an assignment, with its
+        remaining restart overhead), and the policy is first asked at the next event."""
         if period is not None and period <= 0:
             raise AndreasError(f"--period must be > 0 seconds, got {period}")
         self.scenario = scenario
@@ -130,6 +134,8 @@ class Simulator:
         self.energy_joules = 0.0
         self.scheduler_seconds = 0.0
         self.points = 0
+        self.start = start
+        self.preset = dict(preset or {})
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> SimulationResult:
@@ -137,8 +143,12 @@ class Simulator:
         active: dict[str, _JobState] = {}
         done: list[_JobState] = []
         total = len(pending)
-        now = 0.0
+        now = self.start
         next_tick = self.period if self.period else math.inf
+        if self.preset:
+            self._apply_preset(pending, active, now)
+            if self.period:
+                next_tick = (math.floor(now / self.period + EPS) + 1) * self.period
         while pending or active:
             running = [s for s in active.values() if s.stretch is not None]
             t_arrival = pending[0].submit_time if pending else math.inf
@@ -166,6 +176,25 @@ class Simulator:
             if self.on_progress:
                 self.on_progress(now, len(done), total)
         return self._result()
+
+    def _apply_preset(self, pending: deque, active: dict[str, _JobState], now: float) -> None:
+        while pending and pending[0].submit_time <= now:
+            job = pending.popleft()
+            s = active[job.job_id] = self.states[job.job_id] = _JobState(job, job.epochs)
+            view = self.preset.get(job.job_id)
+            if view is None:
+                continue
+            s.started = view.started
+            if view.assignment is not None:
+                n = self.node_index[view.assignment.node]
+                spe = self.scenario.profiles.seconds_per_epoch(
+                    job.profile, self.cluster.nodes[n].gpu_type, view.assignment.gpus)
+                s.started, s.first_start = True, now
+                s.stretch = _Stretch(n, view.assignment.gpus, spe, now,
+                                     now + view.restart_remaining_s)
+                self.busy[n] += view.assignment.gpus
+        if active and not any(s.stretch for s in active.values()):
+            self._decide(now, active)
 
     def _advance(self, running: list[_JobState], t0: float, t1: float) -> None:
         """Integrate energy and progress over [t0, t1], during which nothing changes."""
@@ -202,7 +231,7 @@ class Simulator:
         plan = self.policy.decide(snapshot)
         self.scheduler_seconds += wallclock.perf_counter() - tic
         self.points += 1
-        self._check(plan, active)
+        check_plan(snapshot, plan, self.policy.name)
         starts: list[tuple[_JobState, Assignment]] = []
         for job_id, s in active.items():
             target = plan.get(job_id)
@@ -223,27 +252,6 @@ class Simulator:
             return JobView(s.job, s.remaining, None, s.started)
         return JobView(s.job, s.remaining, Assignment(self.node_names[st.node], st.gpus), True,
                        max(0.0, st.restart_end - now))
-
-    def _check(self, plan: Plan, active: dict[str, _JobState]) -> None:
-        used = [0] * len(self.node_names)
-        for job_id, a in plan.items():
-            if job_id not in active:
-                raise PlanError(f"policy {self.policy.name!r} planned unknown or finished job "
-                                f"{job_id!r}")
-            n = self.node_index.get(a.node)
-            if n is None:
-                raise PlanError(f"policy {self.policy.name!r} planned job {job_id!r} on unknown "
-                                f"node {a.node!r}")
-            node = self.cluster.nodes[n]
-            config = (node.gpu_type, a.gpus)
-            if config not in self.scenario.profiles.configs(active[job_id].job.profile):
-                raise PlanError(f"policy {self.policy.name!r} planned job {job_id!r} on {config},"
-                                f" which its profile does not allow")
-            used[n] += a.gpus
-        for n, u in enumerate(used):
-            if u > self.cluster.nodes[n].gpus:
-                raise PlanError(f"policy {self.policy.name!r} over-subscribed node "
-                                f"{self.node_names[n]!r}: {u} > {self.cluster.nodes[n].gpus} GPUs")
 
     def _start(self, s: _JobState, target: Assignment, now: float) -> None:
         n = self.node_index[target.node]

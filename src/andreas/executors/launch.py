@@ -1,0 +1,83 @@
+"""The wrapper every executor starts a job through: `python -m andreas.executors.launch`.
+
+It exists so that the service can die (even by `kill -9`) without losing track of a job:
+
+- it takes an exclusive lock on the job's lock file, so two copies of one job never run at
+  once, whatever the service believed when it started them (exit code 75 if the lock is held);
+- it writes its pid to the run directory before it starts the command, and the command's exit
+  status to ``exit.json`` after it, so a restarted service learns what happened while it was
+  down;
+- it starts the command in its own process group (the wrapper is the group's leader) and turns
+  SIGTERM into "stop requested": the job gets the same SIGTERM and the wrapper waits for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+LOCKED_EXIT = 75  # EX_TEMPFAIL: another copy of this job holds the lock
+
+
+def write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="andreas-launch")
+    parser.add_argument("--run-dir", required=True, type=Path)
+    parser.add_argument("--lock", required=True, type=Path)
+    parser.add_argument("--log", required=True, type=Path)
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    args.run_dir.mkdir(parents=True, exist_ok=True)
+    stop = {"requested": False}
+
+    lock = open(args.lock, "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        write_json(args.run_dir / "exit.json", {"returncode": LOCKED_EXIT, "stop_requested": False,
+                                                "reason": "another copy of this job is running",
+                                                "ended_at": time.time()})
+        return LOCKED_EXIT
+
+    def on_term(signum, frame):  # the job in our group got the same signal
+        stop["requested"] = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    write_json(args.run_dir / "pid.json", {"pid": os.getpid(), "started_at": time.time()})
+    args.log.parent.mkdir(parents=True, exist_ok=True)
+    with open(args.log, "ab", buffering=0) as log:
+        try:
+            child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        except OSError as exc:
+            log.write(f"andreas: cannot start {command!r}: {exc}\n".encode())
+            write_json(args.run_dir / "exit.json", {"returncode": 127, "stop_requested": False,
+                                                    "reason": str(exc), "ended_at": time.time()})
+            return 127
+        while True:
+            try:
+                returncode = child.wait()
+                break
+            except InterruptedError:  # pragma: no cover - PEP 475 retries for us
+                continue
+    write_json(args.run_dir / "exit.json", {"returncode": returncode,
+                                            "stop_requested": stop["requested"],
+                                            "ended_at": time.time()})
+    return 0 if returncode == 0 else min(abs(returncode), 255)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

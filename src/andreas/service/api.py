@@ -1,0 +1,363 @@
+"""The REST API: FastAPI routes over the store and the scheduler. No scheduling logic here.
+
+Every endpoint but `/healthz` needs `Authorization: Bearer <token>`. Users see and cancel
+their own jobs; admins see all. A running job reports progress with the token it was started
+with (`ANDREAS_PROGRESS_TOKEN`), which is good for that job only.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+import uuid
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy import func, select
+
+from ..catalogue import canonical_gpu
+from ..executors import NodeInfo, make_executor
+from ..io import feasible_configs
+from .config import ServiceConfig
+from .db import JobRow, RunRow, User
+from .scheduler import Scheduler
+from .schemas import JobOut, JobSubmit, NodeOut, ProgressIn, RunOut, TokenCreate
+from .store import Store, hash_token
+
+log = logging.getLogger("andreas.service")
+bearer = HTTPBearer(auto_error=False, description="an API token (andreas token create)")
+
+
+def _nodes(config: ServiceConfig) -> list[NodeInfo]:
+    return [NodeInfo(n.name, n.gpu_type, n.gpus,
+                     config.gpu_indices.get(n.name, tuple(range(n.gpus))))
+            for n in config.cluster.nodes]
+
+
+def create_app(config: ServiceConfig, *, store: Store | None = None, executor=None,
+               admin_token: str | None = None, run_scheduler: bool = True) -> FastAPI:
+    """Build the application. The scheduler thread starts and stops with the app."""
+    store = store or Store(config.database_url)
+    if admin_token:
+        store.ensure_token("admin", "admin", admin_token)
+    if executor is None:
+        options = {"address": config.ray_address} if config.executor == "ray" else {}
+        executor = make_executor(config.executor, _nodes(config), **options)
+    scheduler = Scheduler(config, store, executor)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        if run_scheduler:
+            scheduler.start()
+        yield
+        scheduler.shutdown(stop_jobs=False)
+        executor.close()
+
+    app = FastAPI(title="ANDREAS", version=_version(), lifespan=lifespan,
+                  description="Energy- and deadline-aware scheduling of deep-learning jobs. "
+                              "Submit jobs, watch the plan and the costs.")
+    app.state.scheduler, app.state.store, app.state.config = scheduler, store, config
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError):
+        messages = []
+        for e in exc.errors():
+            where = ".".join(str(p) for p in e["loc"] if p != "body")
+            messages.append(f"{where}: {e['msg']}" if where else e["msg"])
+        return JSONResponse(status_code=422, content={"detail": "; ".join(messages)})
+
+    # ------------------------------------------------------------------ auth
+    def current_user(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> User:
+        if credentials is None:
+            raise HTTPException(401, "missing token: send 'Authorization: Bearer <token>'")
+        user = store.user_for(credentials.credentials)
+        if user is None:
+            raise HTTPException(401, "invalid or revoked token")
+        return user
+
+    def admin(user: User = Depends(current_user)) -> User:
+        if user.role != "admin":
+            raise HTTPException(403, "this needs an admin token")
+        return user
+
+    def visible_job(s, job_id: str, user: User) -> JobRow:
+        job = s.get(JobRow, job_id)
+        if job is None:
+            raise HTTPException(404, f"no job {job_id!r}")
+        if user.role != "admin" and job.owner_id != user.id:
+            raise HTTPException(403, f"job {job_id!r} belongs to another user")
+        return job
+
+    # ------------------------------------------------------------------ routes
+    @app.get("/healthz", tags=["service"])
+    def healthz():
+        try:
+            with store.session() as s:
+                s.execute(select(1))
+            database = "ok"
+        except Exception as exc:  # pragma: no cover - reported, not raised
+            database = f"error: {exc}"
+        alive = scheduler._thread is not None and scheduler._thread.is_alive()
+        return {"status": "ok" if database == "ok" else "degraded", "database": database,
+                "scheduler": "running" if alive else "stopped"}
+
+    @app.get("/whoami", tags=["service"])
+    def whoami(user: User = Depends(current_user)):
+        return {"user": user.name, "role": user.role}
+
+    @app.post("/tokens", tags=["service"], status_code=201)
+    def create_token(body: TokenCreate, _: User = Depends(admin)):
+        try:
+            token = store.create_token(body.user, body.role)
+        except Exception as exc:
+            raise HTTPException(409, str(exc)) from None
+        return {"user": body.user, "role": body.role, "token": token}
+
+    @app.post("/jobs", tags=["jobs"], status_code=201, response_model=JobOut)
+    def submit(body: JobSubmit, user: User = Depends(current_user)):
+        now = time.time()
+        row = _validate_submission(config, body, now)
+        row.id = "job-" + uuid.uuid4().hex[:12]
+        row.owner_id = user.id
+        with store.session() as s:
+            s.add(row)
+        scheduler.wake("submit")
+        with store.session() as s:
+            return _job_out(s, s.get(JobRow, row.id), scheduler, measured=None)
+
+    @app.get("/jobs", tags=["jobs"], response_model=list[JobOut])
+    def list_jobs(state: str | None = Query(None, description="queued, running, paused, "
+                                                               "completed, failed, cancelled"),
+                  user: User = Depends(current_user)):
+        measured = scheduler.measured()["jobs"]
+        with store.session() as s:
+            query = select(JobRow).order_by(JobRow.submitted_at, JobRow.id)
+            if user.role != "admin":
+                query = query.where(JobRow.owner_id == user.id)
+            if state:
+                query = query.where(JobRow.state == state)
+            return [_job_out(s, j, scheduler, measured.get(j.id)) for j in s.scalars(query)]
+
+    @app.get("/jobs/{job_id}", tags=["jobs"], response_model=JobOut)
+    def show_job(job_id: str, user: User = Depends(current_user)):
+        measured = scheduler.measured()["jobs"]
+        with store.session() as s:
+            return _job_out(s, visible_job(s, job_id, user), scheduler, measured.get(job_id))
+
+    @app.post("/jobs/{job_id}/cancel", tags=["jobs"], status_code=202, response_model=JobOut)
+    def cancel_job(job_id: str, user: User = Depends(current_user)):
+        with store.session() as s:
+            job = visible_job(s, job_id, user)
+            if job.state in ("completed", "failed", "cancelled"):
+                raise HTTPException(409, f"job {job_id!r} is already {job.state}")
+            job.cancel_requested = True
+            if job.state in ("queued", "paused"):
+                job.state, job.message = "cancelled", "cancelled by request"
+        scheduler.wake("cancel")
+        with store.session() as s:
+            return _job_out(s, s.get(JobRow, job_id), scheduler, None)
+
+    @app.get("/jobs/{job_id}/runs", tags=["jobs"], response_model=list[RunOut])
+    def job_runs(job_id: str, user: User = Depends(current_user)):
+        with store.session() as s:
+            visible_job(s, job_id, user)
+            return [_run_out(r) for r in s.scalars(select(RunRow).where(RunRow.job_id == job_id)
+                                                   .order_by(RunRow.id))]
+
+    @app.get("/jobs/{job_id}/logs", tags=["jobs"], response_class=PlainTextResponse)
+    def job_logs(job_id: str, tail_bytes: int = Query(65536, ge=1, le=50_000_000),
+                 user: User = Depends(current_user)):
+        with store.session() as s:
+            visible_job(s, job_id, user)
+            run_ids = s.scalars(select(RunRow.id).where(RunRow.job_id == job_id)
+                                .order_by(RunRow.id)).all()
+        parts = []
+        for run_id in run_ids:
+            path = scheduler.job_dir(job_id) / "logs" / f"run-{run_id}.log"
+            text = path.read_text(errors="replace") if path.exists() else ""
+            parts.append(f"--- run {run_id} ---\n{text}")
+        return "".join(parts)[-tail_bytes:]
+
+    @app.post("/jobs/{job_id}/progress", tags=["jobs"])
+    def progress(job_id: str, body: ProgressIn,
+                 credentials: HTTPAuthorizationCredentials | None = Depends(bearer)):
+        if credentials is None:
+            raise HTTPException(401, "missing token: send 'Authorization: Bearer <token>'")
+        digest = hash_token(credentials.credentials)
+        with store.session() as s:
+            job = s.get(JobRow, job_id)
+            if job is None:
+                raise HTTPException(404, f"no job {job_id!r}")
+            run = s.scalar(select(RunRow).where(RunRow.job_id == job_id,
+                                                RunRow.state.in_(("starting", "running")))
+                           .order_by(RunRow.id.desc()))
+            if run is None or run.token_hash != digest:
+                user = store.user_for(credentials.credentials)
+                if user is None or (user.role != "admin" and user.id != job.owner_id):
+                    raise HTTPException(403, "this token may not report progress for "
+                                             f"job {job_id!r}")
+                if run is None:
+                    raise HTTPException(409, f"job {job_id!r} is not running")
+            if body.epochs_done > job.epochs + 1e-9:
+                raise HTTPException(422, f"epochs_done {body.epochs_done} exceeds the job's "
+                                         f"{job.epochs:g} epochs")
+            moved = scheduler.record_progress(s, job, run, body.epochs_done)
+            done = job.epochs_done
+        if moved:
+            scheduler.wake("prediction-moved")
+        return {"job": job_id, "epochs_done": done}
+
+    @app.get("/nodes", tags=["cluster"], response_model=list[NodeOut])
+    def nodes(_: User = Depends(current_user)):
+        busy: dict[str, dict[str, str]] = {}
+        with store.session() as s:
+            for run in s.scalars(select(RunRow).where(RunRow.state.in_(("starting",
+                                                                         "running")))):
+                for i in run.gpu_indices:
+                    busy.setdefault(run.node, {})[str(i)] = run.job_id
+        return [NodeOut(name=n.name, gpu_type=n.gpu_type, gpus=n.gpus,
+                        gpu_indices=list(n.gpu_indices), busy=busy.get(n.name, {}))
+                for n in scheduler.nodes()]
+
+    @app.get("/plan", tags=["cluster"])
+    def plan(user: User = Depends(current_user)):
+        info = scheduler.plan
+        with store.session() as s:
+            owned = None if user.role == "admin" else set(s.scalars(
+                select(JobRow.id).where(JobRow.owner_id == user.id)))
+        keep = (lambda j: True) if owned is None else (lambda j: j in owned)
+        forecast = {j: f for j, f in info.forecast.items() if keep(j)}
+        return {"time": info.time, "policy": config.policy, "decisions": info.decisions,
+                "reasons": info.reasons, "decision_seconds": info.decision_s,
+                "assignments": {j: a for j, a in info.assignments.items() if keep(j)},
+                "forecast": forecast,
+                "predicted_total_cost": sum(f["total_cost"] for f in forecast.values())}
+
+    @app.get("/metrics", tags=["service"], response_class=PlainTextResponse)
+    def metrics(_: User = Depends(current_user)):
+        return _metrics_text(store, scheduler)
+
+    return app
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def _validate_submission(config: ServiceConfig, body: JobSubmit, now: float) -> JobRow:
+    def bad(message: str):
+        raise HTTPException(400, message)
+
+    if (body.command is None) == (body.script is None):
+        bad("give exactly one of 'command' (argv list) or 'script' (a Python file)")
+    if body.command is not None:
+        command = list(body.command)
+    else:
+        script = Path(body.script)
+        if body.workdir:
+            script = Path(body.workdir) / script if not script.is_absolute() else script
+        if not script.is_file():
+            bad(f"script: no such file {str(script)!r} on the service's machine")
+        command = [sys.executable, str(script.resolve()), *body.args]
+    if body.workdir and not Path(body.workdir).is_dir():
+        bad(f"workdir: no such directory {body.workdir!r}")
+    if (body.due_date is None) == (body.deadline_s is None):
+        bad("give exactly one of 'due_date' (Unix time) or 'deadline_s' (seconds from now)")
+    due = body.due_date if body.due_date is not None else now + body.deadline_s
+    if body.weight is not None and body.priority is not None:
+        bad("give 'weight' or 'priority', not both")
+    weight = body.weight if body.weight is not None else config.priority_weights[
+        body.priority or 3]
+    if (body.profile is None) == (body.inline_profile is None):
+        bad("give exactly one of 'profile' (a name) or 'inline_profile' (rows)")
+    cluster = config.cluster
+    if body.profile is not None:
+        if body.profile not in config.profiles.table:
+            known = ", ".join(sorted(config.profiles.table)) or "none configured"
+            bad(f"profile: unknown profile {body.profile!r}; expected one of {known}")
+        configs = dict(config.profiles.configs(body.profile))
+        inline = None
+    else:
+        inline, configs = [], {}
+        for i, row in enumerate(body.inline_profile):
+            gpu_type = canonical_gpu(row.gpu_type) or row.gpu_type
+            if gpu_type not in cluster.gpu_types:
+                bad(f"inline_profile[{i}].gpu_type: unknown GPU type {row.gpu_type!r}; "
+                    f"expected one of {', '.join(sorted(cluster.gpu_types))}")
+            configs[(gpu_type, row.gpus)] = row.seconds_per_epoch
+            inline.append({"gpu_type": gpu_type, "gpus": row.gpus,
+                           "seconds_per_epoch": row.seconds_per_epoch})
+    if cluster.nodes and not feasible_configs(cluster, configs):
+        bad("no node of the cluster can run any configuration of this job's profile")
+    return JobRow(name=body.name or Path(command[-1] if body.script is None else body.script).name,
+                  command=command, workdir=body.workdir, epochs=body.epochs, submitted_at=now,
+                  due_date=due, weight=weight, profile_name=body.profile, inline_profile=inline,
+                  state="queued", epochs_done=0.0, cancel_requested=False, speed_factor=1.0)
+
+
+def _run_out(r: RunRow) -> RunOut:
+    return RunOut(id=r.id, node=r.node, gpu_type=r.gpu_type, gpu_indices=r.gpu_indices,
+                  state=r.state, started_at=r.started_at, ended_at=r.ended_at,
+                  epochs_at_start=r.epochs_at_start, epochs_at_end=r.epochs_at_end,
+                  stop_reason=r.stop_reason, exit_code=r.exit_code)
+
+
+def _job_out(s, job: JobRow, scheduler: Scheduler, measured: dict | None) -> JobOut:
+    runs = s.scalars(select(RunRow).where(RunRow.job_id == job.id).order_by(RunRow.id)).all()
+    live = next((r for r in runs if r.state in ("starting", "running")), None)
+    owner = s.get(User, job.owner_id)
+    return JobOut(id=job.id, name=job.name, owner=owner.name if owner else "?", state=job.state,
+                  command=job.command, epochs=job.epochs, epochs_done=job.epochs_done,
+                  submitted_at=job.submitted_at, due_date=job.due_date, weight=job.weight,
+                  profile=job.profile_name or ("inline" if job.inline_profile else None),
+                  first_started_at=job.first_started_at, completed_at=job.completed_at,
+                  message=job.message, running_on=_run_out(live) if live else None,
+                  restarts=max(0, sum(1 for r in runs if r.handle or r.state != "ended") - 1),
+                  speed_factor=job.speed_factor, predicted=job.predicted,
+                  forecast=job.forecast, measured=measured)
+
+
+def _metrics_text(store: Store, scheduler: Scheduler) -> str:
+    """Prometheus text exposition: job counts, GPUs busy, costs, decisions."""
+    lines = []
+
+    def metric(name: str, kind: str, help_text: str, samples: list[tuple[str, float]]):
+        lines.append(f"# HELP {name} {help_text}")
+        lines.append(f"# TYPE {name} {kind}")
+        for labels, value in samples:
+            lines.append(f"{name}{labels} {value:.10g}")
+
+    with store.session() as s:
+        counts = dict(s.execute(select(JobRow.state, func.count()).group_by(JobRow.state)).all())
+        busy: dict[str, int] = {}
+        for run in s.scalars(select(RunRow).where(RunRow.state.in_(("starting", "running")))):
+            busy[run.node] = busy.get(run.node, 0) + len(run.gpu_indices)
+    states = ("queued", "running", "paused", "completed", "failed", "cancelled")
+    metric("andreas_jobs", "gauge", "Jobs by state.",
+           [(f'{{state="{st}"}}', counts.get(st, 0)) for st in states])
+    metric("andreas_gpus_busy", "gauge", "GPUs held by running jobs, per node.",
+           [(f'{{node="{n.name}",gpu_type="{n.gpu_type}"}}', busy.get(n.name, 0))
+            for n in scheduler.nodes()])
+    measured = scheduler.measured()
+    metric("andreas_energy_kwh_total", "counter", "Energy drawn by jobs so far (modelled from "
+           "busy time and the power table).", [("", measured["energy_kwh"])])
+    metric("andreas_energy_cost_eur_total", "counter", "Energy cost so far.",
+           [("", measured["energy_cost"])])
+    metric("andreas_tardiness_cost_eur_total", "counter", "Tardiness cost of completed jobs.",
+           [("", measured["tardiness_cost"])])
+    metric("andreas_job_cost_eur", "gauge", "Cost per job so far (energy + tardiness).",
+           [(f'{{job="{j}"}}', v["total_cost"]) for j, v in sorted(measured["jobs"].items())])
+    metric("andreas_decisions_total", "counter", "Rescheduling decisions made.",
+           [("", scheduler.plan.decisions)])
+    metric("andreas_decision_seconds", "gauge", "Time the last decision took.",
+           [("", scheduler.plan.decision_s)])
+    metric("andreas_predicted_cost_eur", "gauge", "Cost still to come under the latest plan.",
+           [("", sum(f["total_cost"] for f in scheduler.plan.forecast.values()))])
+    return "\n".join(lines) + "\n"

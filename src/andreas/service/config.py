@@ -1,0 +1,158 @@
+"""The service configuration, `service.yaml`: which cluster, which database, which policy.
+
+Example (paths are relative to the file)::
+
+    cluster: cluster.yaml            # scenario format: GPU types, nodes, price, PUE, overhead
+    profiles: profiles.csv           # optional: named profiles jobs can refer to
+    database_url: sqlite:///state/andreas.db   # or postgresql+psycopg://user@host/db
+    data_dir: state                  # checkpoints, logs, run records
+    executor: local                  # or ray (nodes then come from the Ray cluster)
+    ray_address: auto
+    gpu_indices: {ws0: [0, 1]}       # CUDA device numbers per node; default 0..gpus-1
+    policy: andreas
+    policy_options: {seed: 1}
+    period_s: 60                     # also replan every minute (null: only on events)
+    grace_s: 10                      # SIGTERM, then SIGKILL after this long
+    public_url: http://127.0.0.1:8000  # where jobs report progress
+    priority_weights: {1: 0.0001, 2: 0.0002, 3: 0.0005, 4: 0.001, 5: 0.002}
+
+Every problem is reported with the file, the line and the field, like scenario files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import ScenarioError
+from ..io import Fields, load_located_yaml, read_cluster, read_profiles
+from ..model import Cluster, Profiles
+from ..policies import POLICIES
+
+DEFAULT_PRIORITY_WEIGHTS = {1: 0.0001, 2: 0.0002, 3: 0.0005, 4: 0.001, 5: 0.002}
+"""Tardiness weight (EUR per second late) for priorities 1 (lowest) to 5 (highest)."""
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    path: Path
+    cluster: Cluster
+    profiles: Profiles
+    database_url: str
+    data_dir: Path
+    executor: str = "local"
+    ray_address: str = "auto"
+    gpu_indices: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    policy: str = "andreas"
+    policy_options: dict = field(default_factory=dict)
+    period_s: float | None = 60.0
+    poll_s: float = 0.5
+    grace_s: float = 10.0
+    public_url: str = "http://127.0.0.1:8000"
+    priority_weights: dict[int, float] = field(default_factory=lambda: dict(
+        DEFAULT_PRIORITY_WEIGHTS))
+    learn: bool = True
+    replan_deviation: float = 0.1
+
+    def with_database(self, url: str | None) -> "ServiceConfig":
+        if not url:
+            return self
+        from dataclasses import replace
+
+        return replace(self, database_url=url)
+
+
+def _sqlite_url(base: Path, url: str) -> str:
+    """Resolve a relative SQLite path against the config file's folder."""
+    prefix = "sqlite:///"
+    if url.startswith(prefix) and not url.startswith(prefix + "/") and ":memory:" not in url:
+        return prefix + str((base / url[len(prefix):]).resolve())
+    return url
+
+
+def read_service_config(path: str | Path) -> ServiceConfig:
+    path = Path(path)
+    base = path.parent
+    doc = Fields(path, load_located_yaml(path))
+
+    def text(key: str, default: str | None = None) -> str:
+        item = doc.get(key)
+        if item is None or item.value is None:
+            if default is None:
+                raise doc.error(key, "missing; it is required")
+            return default
+        if not isinstance(item.value, str) or not item.value.strip():
+            raise doc.error(key, f"expected a non-empty string, got {item.value!r}", item.line)
+        return item.value.strip()
+
+    executor = text("executor", "local")
+    if executor not in ("local", "ray"):
+        raise doc.error("executor", f"expected local or ray, got {executor!r}",
+                        doc.get("executor").line)
+    cluster_path = base / text("cluster")
+    cluster = read_cluster(cluster_path, require_nodes=executor == "local")
+    profiles = Profiles({})
+    if doc.get("profiles") is not None:
+        profiles = read_profiles(base / text("profiles"), cluster)
+
+    indices: dict[str, tuple[int, ...]] = {}
+    item = doc.get("gpu_indices")
+    if item is not None and item.value is not None:
+        if not isinstance(item.value, dict):
+            raise doc.error("gpu_indices", "expected a mapping node -> list of GPU numbers",
+                            item.line)
+        gpus = {n.name: n.gpus for n in cluster.nodes}
+        for node, located in item.value.items():
+            values = [v.value for v in located.value] if isinstance(located.value, list) else None
+            if node not in gpus:
+                raise doc.error(f"gpu_indices.{node}", f"unknown node; expected one of "
+                                f"{', '.join(gpus)}", located.line)
+            if values is None or len(values) != gpus[node] or not all(
+                    isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
+                raise doc.error(f"gpu_indices.{node}", f"expected a list of {gpus[node]} GPU "
+                                f"numbers >= 0, got {located.value!r}", located.line)
+            indices[node] = tuple(values)
+
+    policy = text("policy", "andreas")
+    if policy not in POLICIES:
+        raise doc.error("policy", f"unknown policy {policy!r}; expected one of "
+                        f"{', '.join(sorted(POLICIES))}", doc.get("policy").line)
+    options = doc.get("policy_options")
+    if options is not None and not isinstance(options.value, dict):
+        raise doc.error("policy_options", "expected a mapping", options.line)
+    policy_options = {k: v.value for k, v in (options.value.items() if options else [])}
+
+    weights = dict(DEFAULT_PRIORITY_WEIGHTS)
+    item = doc.get("priority_weights")
+    if item is not None:
+        if not isinstance(item.value, dict):
+            raise doc.error("priority_weights", "expected a mapping 1..5 -> EUR per second",
+                            item.line)
+        for key, located in item.value.items():
+            if str(key) not in {"1", "2", "3", "4", "5"} or isinstance(located.value, bool) \
+                    or not isinstance(located.value, (int, float)) or located.value < 0:
+                raise doc.error(f"priority_weights.{key}", "expected priorities 1..5 mapped to "
+                                f"a weight >= 0, got {key!r}: {located.value!r}", located.line)
+            weights[int(key)] = float(located.value)
+
+    period_item = doc.get("period_s")
+    period = None if period_item is not None and period_item.value is None else doc.number(
+        "period_s", default=60.0, positive=True)
+    data_dir = (base / text("data_dir", "andreas-state")).resolve()
+    learn_item = doc.get("learn")
+    if learn_item is not None and not isinstance(learn_item.value, bool):
+        raise doc.error("learn", f"expected true or false, got {learn_item.value!r}",
+                        learn_item.line)
+    return ServiceConfig(
+        path=path, cluster=cluster, profiles=profiles,
+        database_url=_sqlite_url(base, text("database_url", f"sqlite:///{data_dir}/andreas.db")),
+        data_dir=data_dir, executor=executor, ray_address=text("ray_address", "auto"),
+        gpu_indices=indices, policy=policy, policy_options=policy_options, period_s=period,
+        poll_s=doc.number("poll_s", default=0.5, positive=True),
+        grace_s=doc.number("grace_s", default=10.0, minimum=0.0),
+        public_url=text("public_url", "http://127.0.0.1:8000").rstrip("/"),
+        priority_weights=weights, learn=learn_item.value if learn_item else True,
+        replan_deviation=doc.number("replan_deviation", default=0.1, positive=True))
+
+
+__all__ = ["ServiceConfig", "read_service_config", "ScenarioError"]

@@ -1,0 +1,99 @@
+"""The service's durable state, as SQLAlchemy tables (SQLite by default, PostgreSQL too).
+
+Times are Unix seconds (floats) so that both engines store them the same way. The schema is
+created and changed only by the Alembic migrations in `andreas/service/migrations`.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class User(Base):
+    __tablename__ = "users"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    role: Mapped[str] = mapped_column(String(10))  # admin | user
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class Token(Base):
+    """An API token, kept only as its SHA-256 (tokens are 256-bit random, so a fast hash
+    is enough: nothing to brute-force)."""
+
+    __tablename__ = "tokens"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class JobRow(Base):
+    __tablename__ = "jobs"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    name: Mapped[str] = mapped_column(String(200))
+    command: Mapped[list] = mapped_column(JSON)
+    workdir: Mapped[str | None] = mapped_column(Text, nullable=True)
+    epochs: Mapped[float] = mapped_column(Float)
+    submitted_at: Mapped[float] = mapped_column(Float)
+    due_date: Mapped[float] = mapped_column(Float)
+    weight: Mapped[float] = mapped_column(Float)
+    profile_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    inline_profile: Mapped[list | None] = mapped_column(JSON, nullable=True)
+    # queued (never ran) | running | paused (ran, waiting) | completed | failed | cancelled
+    state: Mapped[str] = mapped_column(String(12), index=True)
+    epochs_done: Mapped[float] = mapped_column(Float, default=0.0)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    first_started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    completed_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    message: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # the cost predicted when the job was first planned, and the latest forecast
+    predicted: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    forecast: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    # learned seconds-per-epoch correction (measured / profiled), see service.learning
+    speed_factor: Mapped[float] = mapped_column(Float, default=1.0)
+
+
+class RunRow(Base):
+    """One start of a job on one node and GPU set, from start to stop or exit."""
+
+    __tablename__ = "runs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
+    node: Mapped[str] = mapped_column(String(200))
+    gpu_type: Mapped[str] = mapped_column(String(100))
+    gpu_indices: Mapped[list] = mapped_column(JSON)
+    # starting (recorded, maybe not yet spawned) | running | ended
+    state: Mapped[str] = mapped_column(String(10), index=True)
+    handle: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    token_hash: Mapped[str] = mapped_column(String(64))
+    started_at: Mapped[float] = mapped_column(Float)
+    ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    epochs_at_start: Mapped[float] = mapped_column(Float)
+    epochs_at_end: Mapped[float | None] = mapped_column(Float, nullable=True)
+    stop_reason: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    energy_j: Mapped[float | None] = mapped_column(Float, nullable=True)  # NVML, if measured
+    nvml_start_mj: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+
+
+class ProgressRow(Base):
+    """A progress report: the evidence the online estimator learns from."""
+
+    __tablename__ = "progress"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"))
+    time: Mapped[float] = mapped_column(Float)
+    epochs_done: Mapped[float] = mapped_column(Float)
+
+
+ACTIVE_STATES = ("queued", "running", "paused")
+FINAL_STATES = ("completed", "failed", "cancelled")

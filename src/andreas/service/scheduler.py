@@ -1,0 +1,432 @@
+"""The live driver of the scheduling core: snapshot the cluster, ask the policy, apply the plan.
+
+`Scheduler.tick()` is one step: reconcile what the executor reports (runs that ended, jobs
+cancelled, progress written to files), then, if anything calls for it (a submission, a
+completion, a cancellation, a prediction that moved, the period), build a `Snapshot`, call
+the very policy objects the simulator uses, and apply the `Plan`: stop what must pause or
+move (SIGTERM, grace, SIGKILL), start what must start. Each step is recorded in the database
+before it is taken, so a service killed at any moment can pick up where it stopped.
+
+It runs in its own thread, so the API stays responsive while the policy plans.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from sqlalchemy import select
+
+from ..catalogue import canonical_gpu
+from ..model import Cluster, Job, Node, Profiles, Segment
+from ..policies import make_policy
+from ..policies.base import Assignment, JobView, Snapshot, check_plan
+from ..sim.forecast import forecast
+from ..executors import Executor, LaunchRequest, NodeInfo
+from ..executors.launch import LOCKED_EXIT
+from .config import ServiceConfig
+from .db import ACTIVE_STATES, JobRow, ProgressRow, RunRow
+from .energy import NvmlMeter, modelled_costs
+from .learning import speed_factor
+from .store import Store, hash_token, new_token
+
+log = logging.getLogger("andreas.service")
+DONE_EPS = 1e-6
+
+
+@dataclass
+class PlanInfo:
+    """The latest decision, as `/plan` shows it."""
+
+    time: float = 0.0
+    reasons: list[str] = field(default_factory=list)
+    decision_s: float = 0.0
+    assignments: dict[str, dict] = field(default_factory=dict)
+    forecast: dict[str, dict] = field(default_factory=dict)
+    decisions: int = 0
+
+
+class Scheduler:
+    def __init__(self, config: ServiceConfig, store: Store, executor: Executor,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.store = store
+        self.executor = executor
+        self.clock = clock
+        self.policy = make_policy(config.policy, **config.policy_options)
+        self.plan = PlanInfo()
+        self.meter = NvmlMeter() if executor.kind == "local" else None
+        self._reasons: set[str] = {"startup"}
+        self._reasons_lock = threading.Lock()
+        self._tick_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_period = self.clock()
+        self.errors = 0
+
+    # ------------------------------------------------------------------ thread
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="andreas-scheduler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+
+    def wake(self, reason: str) -> None:
+        with self._reasons_lock:
+            self._reasons.add(reason)
+        self._wake.set()
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.wait(self.config.poll_s)
+            self._wake.clear()
+            if self._stopping.is_set():
+                break
+            try:
+                self.tick()
+            except Exception:  # keep serving; the next tick retries
+                self.errors += 1
+                log.exception("scheduler tick failed")
+
+    # ------------------------------------------------------------------ one step
+    def tick(self) -> None:
+        with self._tick_lock:
+            with self._reasons_lock:
+                reasons, self._reasons = self._reasons, set()
+            reasons |= self.reconcile()
+            period = self.config.period_s
+            if period and self.clock() - self._last_period >= period:
+                reasons.add("period")
+            if reasons:
+                self._last_period = self.clock()
+                self.replan(sorted(reasons))
+
+    def nodes(self) -> list[NodeInfo]:
+        return self.executor.nodes()
+
+    def cluster(self) -> Cluster:
+        c = self.config.cluster
+        nodes = tuple(Node(n.name, n.gpu_type, n.gpus) for n in self.nodes())
+        return Cluster(dict(c.gpu_types), nodes, c.energy_price, c.pue, c.restart_overhead_s)
+
+    def job_configs(self, job: JobRow, learned: bool = True) -> dict[tuple[str, int], float]:
+        """Seconds per epoch by (GPU type, GPU count) for a job, scaled by what was learned."""
+        if job.inline_profile:
+            table = {(canonical_gpu(r["gpu_type"]) or r["gpu_type"], int(r["gpus"])):
+                     float(r["seconds_per_epoch"]) for r in job.inline_profile}
+        else:
+            table = dict(self.config.profiles.configs(job.profile_name))
+        factor = job.speed_factor if learned else 1.0
+        return {k: v * factor for k, v in table.items()}
+
+    def run_dir(self, job_id: str, run_id: int) -> Path:
+        return self.config.data_dir / "jobs" / job_id / "runs" / str(run_id)
+
+    def job_dir(self, job_id: str) -> Path:
+        return self.config.data_dir / "jobs" / job_id
+
+    # ------------------------------------------------------------------ reconcile
+    def reconcile(self) -> set[str]:
+        """Bring the database in line with reality; return replanning reasons found."""
+        reasons: set[str] = set()
+        with self.store.session() as s:
+            runs = s.scalars(select(RunRow).where(RunRow.state.in_(("starting", "running"))))
+            for run in runs:
+                job = s.get(JobRow, run.job_id)
+                self._read_progress_file(s, job, run)
+                status = self.executor.status(run.handle, self.run_dir(job.id, run.id))
+                if status.alive:
+                    if run.state == "starting":
+                        run.state = "running"  # adopted after a restart
+                    continue
+                self._end_run(s, job, run, status.returncode, status.stop_requested)
+                reasons.add("completion" if job.state == "completed" else "run-ended")
+            for job in s.scalars(select(JobRow).where(JobRow.cancel_requested.is_(True),
+                                                      JobRow.state.in_(("queued", "paused")))):
+                job.state, job.message = "cancelled", "cancelled by request"
+        stopping = self._live_runs(lambda job: job.cancel_requested)
+        if stopping:
+            self._stop(stopping, "cancel")
+            reasons.add("cancel")
+        return reasons
+
+    def _read_progress_file(self, s, job: JobRow, run: RunRow) -> None:
+        """Progress the job wrote to its checkpoint dir but could not post (fallback)."""
+        import json
+
+        try:
+            data = json.loads((self.job_dir(job.id) / "checkpoint" /
+                               "andreas-progress.json").read_text())
+            done = float(data["epochs_done"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return
+        if done > job.epochs_done + DONE_EPS:
+            self.record_progress(s, job, run, done)
+
+    def record_progress(self, s, job: JobRow, run: RunRow, epochs_done: float) -> bool:
+        """Store a progress report; return True when the learned speed moved enough to
+        warrant a new plan."""
+        now = self.clock()
+        job.epochs_done = min(float(job.epochs), max(0.0, epochs_done))
+        s.add(ProgressRow(job_id=job.id, run_id=run.id, time=now, epochs_done=job.epochs_done))
+        if not self.config.learn:
+            return False
+        s.flush()
+        reports = s.scalars(select(ProgressRow).where(ProgressRow.job_id == job.id)
+                            .order_by(ProgressRow.id)).all()
+        run_rows = {r.id: r for r in s.scalars(select(RunRow).where(RunRow.job_id == job.id))}
+        base = self.job_configs(job, learned=False)
+        factor = speed_factor(reports, {rid: base.get((r.gpu_type, len(r.gpu_indices)))
+                                        for rid, r in run_rows.items()})
+        if factor is None:
+            return False
+        moved = abs(factor - job.speed_factor) > self.config.replan_deviation * job.speed_factor
+        job.speed_factor = factor
+        return moved
+
+    def _end_run(self, s, job: JobRow, run: RunRow, returncode: int | None,
+                 stop_requested: bool) -> None:
+        now = self.clock()
+        run.state, run.ended_at, run.exit_code = "ended", now, returncode
+        run.epochs_at_end = job.epochs_done
+        if self.meter and run.nvml_start_mj:
+            end = self.meter.read_mj(int(i) for i in run.nvml_start_mj)
+            if end:
+                run.energy_j = sum(end[k] - v for k, v in run.nvml_start_mj.items()) / 1000.0
+        self.executor.release(run.handle)
+        if run.stop_reason == "cancel" or job.cancel_requested:
+            job.state, job.message = "cancelled", "cancelled by request"
+        elif run.stop_reason in ("pause", "move", "shutdown") or stop_requested:
+            job.state = "paused"
+        elif returncode == 0:
+            job.state, job.completed_at = "completed", now
+            job.epochs_done = float(job.epochs)
+            run.epochs_at_end = job.epochs_done
+        elif returncode == LOCKED_EXIT:
+            job.state = "paused"
+            job.message = "a previous copy still held the job's lock; will retry"
+        elif run.state == "ended" and run.handle is None and returncode is None:
+            job.state = "paused" if job.first_started_at else "queued"
+        else:
+            job.state = "failed"
+            job.message = (f"exited with code {returncode}" if returncode is not None
+                           else "killed from outside the scheduler")
+            job.completed_at = now
+
+    def _live_runs(self, which: Callable[[JobRow], bool]) -> list[tuple[str, int]]:
+        with self.store.session() as s:
+            rows = s.execute(select(RunRow, JobRow).join(JobRow, RunRow.job_id == JobRow.id)
+                             .where(RunRow.state.in_(("starting", "running")))).all()
+            return [(job.id, run.id) for run, job in rows if which(job)]
+
+    def _stop(self, runs: list[tuple[str, int]], reason: str) -> None:
+        """Record why, then SIGTERM all at once, wait out the grace period, SIGKILL the rest."""
+        with self.store.session() as s:
+            handles = []
+            for job_id, run_id in runs:
+                run = s.get(RunRow, run_id)
+                run.stop_reason = run.stop_reason or reason
+                handles.append((run.handle, self.run_dir(job_id, run_id)))
+        self.executor.stop(handles, self.config.grace_s)
+        with self.store.session() as s:
+            for job_id, run_id in runs:
+                run, job = s.get(RunRow, run_id), s.get(JobRow, job_id)
+                if run.state == "ended":
+                    continue
+                self._read_progress_file(s, job, run)
+                status = self.executor.status(run.handle, self.run_dir(job_id, run_id))
+                self._end_run(s, job, run, status.returncode, True)
+
+    # ------------------------------------------------------------------ plan
+    def snapshot(self) -> tuple[Snapshot, dict[str, RunRow]]:
+        now = self.clock()
+        cluster = self.cluster()
+        held: dict[str, int] = {}
+        views, table, running = [], {}, {}
+        with self.store.session() as s:
+            jobs = s.scalars(select(JobRow).where(JobRow.state.in_(ACTIVE_STATES),
+                                                  JobRow.cancel_requested.is_(False))
+                             .order_by(JobRow.submitted_at, JobRow.id)).all()
+            live = {r.job_id: r for r in s.scalars(
+                select(RunRow).where(RunRow.state.in_(("starting", "running"))))}
+            for job in jobs:
+                run = live.get(job.id)
+                remaining = float(job.epochs) - job.epochs_done
+                if remaining <= DONE_EPS:  # finishing: its GPUs stay taken until it exits
+                    if run is not None:
+                        held[run.node] = held.get(run.node, 0) + len(run.gpu_indices)
+                    continue
+                key = f"job:{job.id}"
+                table[key] = self.job_configs(job)
+                assignment = None
+                if run is not None:
+                    assignment = Assignment(run.node, len(run.gpu_indices))
+                    running[job.id] = run
+                views.append(JobView(Job(job.id, job.submitted_at, job.due_date, job.weight,
+                                         float(job.epochs), key), remaining, assignment,
+                                     job.first_started_at is not None))
+        if held:
+            cluster = Cluster(dict(cluster.gpu_types), tuple(
+                Node(n.name, n.gpu_type, n.gpus - held.get(n.name, 0)) for n in cluster.nodes),
+                cluster.energy_price, cluster.pue, cluster.restart_overhead_s)
+        return Snapshot(now, cluster, Profiles(table), tuple(views)), running
+
+    def replan(self, reasons: list[str]) -> None:
+        snapshot, running = self.snapshot()
+        tic = time.perf_counter()
+        plan = dict(self.policy.decide(snapshot)) if snapshot.jobs else {}
+        decision_s = time.perf_counter() - tic
+        check_plan(snapshot, plan, self.policy.name)
+        changed = [(job_id, run.id) for job_id, run in running.items()
+                   if plan.get(job_id) != Assignment(run.node, len(run.gpu_indices))]
+        if changed:
+            moved = {j for j, _ in changed if j in plan}
+            self._stop([c for c in changed if c[0] not in moved], "pause")
+            self._stop([c for c in changed if c[0] in moved], "move")
+        starts = [(job_id, a) for job_id, a in plan.items()
+                  if job_id not in running or (job_id, running[job_id].id) in changed]
+        for job_id, assignment in starts:
+            self._start(job_id, assignment)
+        predicted = forecast(snapshot, plan, make_policy(self.config.policy,
+                                                         **self.config.policy_options))
+        self._record_plan(snapshot, plan, predicted, reasons, decision_s)
+
+    def _free_indices(self, node: NodeInfo) -> list[int]:
+        with self.store.session() as s:
+            used = set()
+            for run in s.scalars(select(RunRow).where(RunRow.node == node.name,
+                                                      RunRow.state.in_(("starting", "running")))):
+                used.update(run.gpu_indices)
+        return [i for i in node.gpu_indices if i not in used]
+
+    def _start(self, job_id: str, assignment: Assignment) -> None:
+        node = next(n for n in self.nodes() if n.name == assignment.node)
+        indices = self._free_indices(node)[:assignment.gpus]
+        if len(indices) < assignment.gpus:  # a GPU is still held by a run that is exiting
+            log.warning("job %s: not enough free GPUs on %s yet", job_id, node.name)
+            self.wake("retry")
+            return
+        token = new_token()
+        now = self.clock()
+        with self.store.session() as s:  # recorded before the process exists
+            job = s.get(JobRow, job_id)
+            run = RunRow(job_id=job_id, node=node.name, gpu_type=node.gpu_type,
+                         gpu_indices=list(indices), state="starting",
+                         token_hash=hash_token(token), started_at=now,
+                         epochs_at_start=job.epochs_done)
+            s.add(run)
+            s.flush()
+            run_id = run.id
+            job.state = "running"
+            if job.first_started_at is None:
+                job.first_started_at = now
+            command, workdir, epochs = list(job.command), job.workdir, job.epochs
+        job_dir = self.job_dir(job_id)
+        (job_dir / "checkpoint").mkdir(parents=True, exist_ok=True)
+        request = LaunchRequest(
+            run_id=run_id, job_id=job_id, node=node.name, gpu_indices=tuple(indices),
+            command=tuple(command), workdir=workdir,
+            env={"ANDREAS_JOB_ID": job_id, "ANDREAS_RUN_ID": str(run_id),
+                 "ANDREAS_CHECKPOINT_DIR": str(job_dir / "checkpoint"),
+                 "ANDREAS_PROGRESS_URL": f"{self.config.public_url}/jobs/{job_id}/progress",
+                 "ANDREAS_PROGRESS_TOKEN": token, "ANDREAS_EPOCHS": f"{epochs:g}",
+                 "ANDREAS_GPU_INDICES": ",".join(map(str, indices)),
+                 "ANDREAS_NODE": node.name, "ANDREAS_GPU_TYPE": node.gpu_type},
+            run_dir=self.run_dir(job_id, run_id), log_path=job_dir / "logs" / f"run-{run_id}.log",
+            lock_path=job_dir / "lock")
+        nvml = self.meter.read_mj(indices) if self.meter else None
+        try:
+            handle = self.executor.start(request)
+        except Exception as exc:
+            with self.store.session() as s:
+                run, job = s.get(RunRow, run_id), s.get(JobRow, job_id)
+                run.state, run.ended_at, run.stop_reason = "ended", self.clock(), "start-failed"
+                job.state, job.message = "failed", f"could not start: {exc}"
+            return
+        with self.store.session() as s:
+            run = s.get(RunRow, run_id)
+            run.handle, run.nvml_start_mj = handle, nvml
+            if run.state == "starting":
+                run.state = "running"
+
+    def _record_plan(self, snapshot: Snapshot, plan, predicted, reasons, decision_s) -> None:
+        info = PlanInfo(time=snapshot.time, reasons=list(reasons), decision_s=decision_s,
+                        decisions=self.plan.decisions + 1)
+        with self.store.session() as s:
+            live = {r.job_id: r for r in s.scalars(
+                select(RunRow).where(RunRow.state.in_(("starting", "running"))))}
+            for job_id, a in plan.items():
+                run = live.get(job_id)
+                info.assignments[job_id] = {"node": a.node, "gpus": a.gpus,
+                                            "gpu_indices": run.gpu_indices if run else None}
+            for job_id, f in predicted.items():
+                entry = {"planned_at": snapshot.time, "start": f.start,
+                         "completion": f.completion, "energy_cost": f.energy_cost,
+                         "tardiness_cost": f.tardiness_cost, "total_cost": f.total_cost}
+                info.forecast[job_id] = entry
+                job = s.get(JobRow, job_id)
+                job.forecast = entry
+                if job.predicted is None:
+                    job.predicted = entry
+        self.plan = info
+
+    # ------------------------------------------------------------------ accounting
+    def measured(self) -> dict:
+        """Costs so far from the runs' busy intervals (modelled energy) and completions."""
+        now = self.clock()
+        with self.store.session() as s:
+            jobs = s.scalars(select(JobRow)).all()
+            runs = s.scalars(select(RunRow)).all()
+        segments = [Segment(r.job_id, r.node, r.gpu_type, len(r.gpu_indices), r.started_at,
+                            r.ended_at if r.ended_at is not None else now,
+                            (r.epochs_at_end or 0.0) - r.epochs_at_start)
+                    for r in runs if (r.ended_at or now) > r.started_at]
+        job_objs = [Job(j.id, j.submitted_at, j.due_date, j.weight, float(j.epochs), "x")
+                    for j in jobs]
+        costs = modelled_costs(self.cluster_for_accounting(runs), job_objs, segments)
+        nvml: dict[str, float] = {}
+        for r in runs:
+            if r.energy_j is not None:
+                nvml[r.job_id] = nvml.get(r.job_id, 0.0) + r.energy_j
+        out = {}
+        for j in jobs:
+            tardiness = (j.weight * max(0.0, j.completed_at - j.due_date)
+                         if j.state == "completed" and j.completed_at else 0.0)
+            energy = costs.job_energy_cost.get(j.id, 0.0)
+            out[j.id] = {"energy_cost": energy, "tardiness_cost": tardiness,
+                         "total_cost": energy + tardiness,
+                         "gpu_energy_j_nvml": nvml.get(j.id)}
+        return {"jobs": out, "energy_cost": costs.energy_cost,
+                "energy_kwh": costs.energy_joules / 3.6e6,
+                "tardiness_cost": sum(v["tardiness_cost"] for v in out.values())}
+
+    def cluster_for_accounting(self, runs: list[RunRow]) -> Cluster:
+        """The cluster's nodes, plus any node that ran a job and has since left (Ray)."""
+        cluster = self.cluster()
+        known = {n.name for n in cluster.nodes}
+        extra = {}
+        for r in runs:
+            if r.node not in known:
+                extra[r.node] = max(extra.get(r.node, 0), len(r.gpu_indices), 1)
+                extra[r.node + "\0type"] = r.gpu_type
+        nodes = list(cluster.nodes) + [Node(n, extra[n + "\0type"], g) for n, g in extra.items()
+                                       if not n.endswith("\0type")]
+        return Cluster(dict(cluster.gpu_types), tuple(nodes), cluster.energy_price, cluster.pue,
+                       cluster.restart_overhead_s)
+
+    def shutdown(self, stop_jobs: bool = False) -> None:
+        """Stop the loop; jobs keep running (and are re-adopted) unless `stop_jobs`."""
+        self.stop()
+        if stop_jobs:
+            runs = self._live_runs(lambda job: True)
+            if runs:
+                self._stop(runs, "shutdown")

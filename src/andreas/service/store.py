@@ -1,0 +1,124 @@
+"""Open the database, migrate it, and keep users and API tokens.
+
+`Store` owns the SQLAlchemy engine. Every write the scheduler and the API make is a short
+transaction committed before the action it records is taken (start a process, signal one), so
+that a service killed at any moment finds, on restart, a record of everything it set in motion.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import create_engine, event, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from ..errors import AndreasError
+from .db import Token, User
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+ROLES = ("admin", "user")
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_token() -> str:
+    return "andr_" + secrets.token_urlsafe(32)
+
+
+def make_engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        path = url.split("sqlite:///", 1)[-1]
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_connection, _record):  # durable and concurrent enough for a service
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=FULL")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.close()
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+class Store:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        try:
+            self.engine = make_engine(url)
+            self.migrate()
+        except AndreasError:
+            raise
+        except Exception as exc:  # a bad URL, an unreachable server: say which, no traceback
+            raise AndreasError(f"cannot open the database {self.safe_url}: "
+                               f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+        self.sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @property
+    def safe_url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True) if hasattr(self, "engine") \
+            else self.url.split("@")[-1]
+
+    def migrate(self) -> None:
+        """Bring the schema to the newest Alembic revision (idempotent)."""
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        with self.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        with self.sessions() as session:
+            with session.begin():
+                yield session
+
+    # ------------------------------------------------------------------ users and tokens
+    def create_token(self, user: str, role: str = "user") -> str:
+        """Create the user if needed and return a new token for it (shown once, kept hashed)."""
+        if role not in ROLES:
+            raise AndreasError(f"unknown role {role!r}; expected admin or user")
+        token = new_token()
+        with self.session() as s:
+            row = s.scalar(select(User).where(User.name == user))
+            if row is None:
+                row = User(name=user, role=role, created_at=time.time())
+                s.add(row)
+                s.flush()
+            elif row.role != role:
+                raise AndreasError(f"user {user!r} exists with role {row.role!r}, not {role!r}")
+            s.add(Token(user_id=row.id, token_hash=hash_token(token), created_at=time.time()))
+        return token
+
+    def ensure_token(self, user: str, role: str, token: str) -> None:
+        """Register a token chosen by the operator (e.g. from an environment variable)."""
+        with self.session() as s:
+            row = s.scalar(select(User).where(User.name == user))
+            if row is None:
+                row = User(name=user, role=role, created_at=time.time())
+                s.add(row)
+                s.flush()
+            digest = hash_token(token)
+            if s.scalar(select(Token).where(Token.token_hash == digest)) is None:
+                s.add(Token(user_id=row.id, token_hash=digest, created_at=time.time()))
+
+    def user_for(self, token: str) -> User | None:
+        with self.session() as s:
+            row = s.scalar(select(Token).where(Token.token_hash == hash_token(token),
+                                               Token.revoked.is_(False)))
+            return None if row is None else s.get(User, row.user_id)
+
+    def close(self) -> None:
+        self.engine.dispose()

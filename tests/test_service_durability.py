@@ -1,0 +1,116 @@
+"""`kill -9` of the service at several moments, then a restart: nothing is lost, nothing runs
+twice at once. Real processes: the service (uvicorn) and the training jobs."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import psutil
+from conftest import epoch_lines, train_job, wait_for, write_service_files
+
+TOKEN = "durable-admin"
+H = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Service:
+    def __init__(self, config, port):
+        self.config, self.port = config, port
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc = None
+
+    def start(self):
+        env = dict(os.environ, ANDREAS_ADMIN_TOKEN=TOKEN)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "andreas", "serve", "--config", str(self.config),
+             "--port", str(self.port)], env=env, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
+        wait_for(self._up, timeout=60, what="the service to answer")
+
+    def _up(self):
+        try:
+            return httpx.get(self.url + "/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def get(self, path):
+        return httpx.get(self.url + path, headers=H, timeout=10).json()
+
+    def post(self, path, body=None):
+        return httpx.post(self.url + path, headers=H, json=body, timeout=10).json()
+
+
+def job_pids(data_dir):
+    """Processes of our launcher that are alive, by job id (from the command lines)."""
+    out = {}
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = proc.info["cmdline"] or []
+        if "andreas.executors.launch" in cmd and str(data_dir) in " ".join(cmd):
+            job = cmd[cmd.index("--lock") + 1].split("/")[-2]
+            out.setdefault(job, []).append(proc.pid)
+    return out
+
+
+def test_kill_minus_9_at_any_moment_loses_nothing(tmp_path):
+    config = write_service_files(tmp_path, extra="public_url: http://127.0.0.1:{port}\n")
+    port = free_port()
+    config.write_text(config.read_text().replace("{port}", str(port)))
+    service = Service(config, port)
+    service.start()
+    try:
+        # moment 1: right after the submissions, before or while the first plan is applied
+        ids = [service.post("/jobs", train_job(8, samples=80000, priority=p))["id"]
+               for p in (2, 4)]
+        service.kill9()
+        service.start()
+        assert {j["id"] for j in service.get("/jobs")} == set(ids)
+        # moment 2: mid-run, while both jobs hold GPUs and report progress
+        wait_for(lambda: all(j["epochs_done"] >= 2 for j in service.get("/jobs")),
+                 timeout=60, what="progress")
+        before = {j["id"]: j["running_on"]["id"] for j in service.get("/jobs")
+                  if j["running_on"]}
+        service.kill9()
+        alive = job_pids(tmp_path / "state")
+        assert set(alive) == set(before)  # the jobs outlive the service
+        service.start()
+        # re-adopted: the same runs, no second copy started beside them
+        after = {j["id"]: j["running_on"]["id"] for j in service.get("/jobs")
+                 if j["running_on"]}
+        for job_id, run_id in after.items():
+            if job_id in before:
+                assert run_id == before[job_id]
+        assert all(len(p) == 1 for p in job_pids(tmp_path / "state").values())
+        # moment 3: a kill just after a progress report; then let everything finish
+        time.sleep(0.3)
+        service.kill9()
+        service.start()
+        wait_for(lambda: all(j["state"] == "completed" for j in service.get("/jobs")),
+                 timeout=120, what="completion")
+        for job_id in ids:
+            runs = service.get(f"/jobs/{job_id}/runs")
+            spans = sorted((r["started_at"], r["ended_at"]) for r in runs)
+            for (s1, e1), (s2, _) in zip(spans, spans[1:]):
+                assert e1 is not None and s2 >= e1, "two runs of one job overlapped"
+            log = httpx.get(f"{service.url}/jobs/{job_id}/logs", headers=H, timeout=10).text
+            assert sorted(set(epoch_lines(log))) == list(range(1, 9))
+            assert len(epoch_lines(log)) == 8, "an epoch ran twice"
+    finally:
+        if service.proc and service.proc.poll() is None:
+            service.proc.terminate()
+            service.proc.wait(timeout=30)
+        for pids in job_pids(tmp_path / "state").values():
+            for pid in pids:
+                os.killpg(pid, signal.SIGKILL)

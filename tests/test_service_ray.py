@@ -1,0 +1,74 @@
+"""The Ray executor on a real local Ray cluster (`ray start --head`), with real jobs."""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import epoch_lines, train_job, wait_for, write_service_files
+from fastapi.testclient import TestClient
+
+from andreas.service.api import create_app
+from andreas.service.config import read_service_config
+
+ADMIN = {"Authorization": "Bearer admin-secret"}
+RAY = Path(sys.executable).with_name("ray")
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory):
+    """A one-node Ray cluster declaring 2 logical GPUs of type `fast`."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    subprocess.run([str(RAY), "start", "--head", f"--port={port}", "--num-cpus=2",
+                    "--num-gpus=2", "--resources", json.dumps({"gpu_type:fast": 2}),
+                    "--include-dashboard=false", "--disable-usage-stats"],
+                   check=True, capture_output=True, timeout=180)
+    yield f"127.0.0.1:{port}"
+    subprocess.run([str(RAY), "stop", "--force"], capture_output=True, timeout=120)
+
+
+def test_ray_executor_runs_places_and_cancels_real_jobs(tmp_path, ray_cluster):
+    config = read_service_config(write_service_files(
+        tmp_path, nodes="", executor="ray", extra=f"ray_address: '{ray_cluster}'\n"))
+    with TestClient(create_app(config, admin_token="admin-secret")) as client:
+        nodes = client.get("/nodes", headers=ADMIN).json()
+        assert [(n["gpu_type"], n["gpus"]) for n in nodes] == [("fast", 2)]
+        show_env = client.post("/jobs", headers=ADMIN, json={
+            "command": [sys.executable, "-c", "import os; print('GPUS=' + "
+                        "os.environ['CUDA_VISIBLE_DEVICES'], 'JOB=' + "
+                        "os.environ['ANDREAS_JOB_ID'])"],
+            "epochs": 1, "deadline_s": 600, "profile": "one"}).json()["id"]
+        train = client.post("/jobs", headers=ADMIN, json=train_job(3, profile="one")).json()["id"]
+        wait_for(lambda: all(client.get(f"/jobs/{j}", headers=ADMIN).json()["state"] ==
+                             "completed" for j in (show_env, train)), timeout=120,
+                 what="both Ray jobs to complete")
+        log = client.get(f"/jobs/{show_env}/logs", headers=ADMIN).text
+        gpus = log.split("GPUS=")[1].split()[0]
+        assert gpus in ("0", "1") and f"JOB={show_env}" in log  # Ray handed it one GPU
+        assert epoch_lines(client.get(f"/jobs/{train}/logs", headers=ADMIN).text) == [1, 2, 3]
+        runs = client.get(f"/jobs/{train}/runs", headers=ADMIN).json()
+        assert runs[0]["node"] == nodes[0]["name"] and runs[0]["exit_code"] == 0
+
+        long = client.post("/jobs", headers=ADMIN, json=train_job(500, profile="one")).json()["id"]
+        wait_for(lambda: client.get(f"/jobs/{long}", headers=ADMIN).json()["epochs_done"] >= 1,
+                 timeout=60, what="the long job to make progress")
+        client.post(f"/jobs/{long}/cancel", headers=ADMIN)
+        wait_for(lambda: client.get(f"/jobs/{long}", headers=ADMIN).json()["state"] ==
+                 "cancelled", timeout=60, what="cancellation")
+        run = client.get(f"/jobs/{long}/runs", headers=ADMIN).json()[-1]
+        assert run["stop_reason"] == "cancel" and run["state"] == "ended"
+    import ray
+
+    ray.init(address=ray_cluster, namespace="andreas", logging_level="ERROR")
+    try:
+        from ray.util import list_named_actors
+
+        assert list_named_actors() == []  # every run's actor (and its GPUs) was released
+    finally:
+        ray.shutdown()

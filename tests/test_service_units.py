@@ -1,0 +1,109 @@
+"""Service pieces without a running service: configuration errors, the token command, the
+online speed estimator, and forecasts made by the simulator from a live snapshot."""
+
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import pytest
+from conftest import write_service_files
+
+from andreas.errors import ScenarioError
+from andreas.model import Cluster, GpuType, Job, Node, Profiles, Scenario
+from andreas.policies import make_policy
+from andreas.policies.base import Assignment, JobView, Snapshot
+from andreas.service.config import read_service_config
+from andreas.service.learning import speed_factor
+from andreas.sim.engine import simulate
+from andreas.sim.forecast import forecast
+
+
+def andreas(*args):
+    return subprocess.run([sys.executable, "-m", "andreas", *map(str, args)],
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("extra, message", [
+    ("executor: slurm\n", "field 'executor': expected local or ray, got 'slurm'"),
+    ("gpu_indices: {n1: [0]}\n", "field 'gpu_indices.n1': expected a list of 2 GPU numbers"),
+    ("gpu_indices: {n9: [0]}\n", "field 'gpu_indices.n9': unknown node"),
+    ("priority_weights: {7: 1}\n", "field 'priority_weights.7'"),
+    ("grace_s: -1\n", "field 'grace_s': expected a number >= 0.0, got -1"),
+])
+def test_bad_service_config_names_file_line_and_field(tmp_path, extra, message):
+    path = write_service_files(tmp_path, extra=extra)
+    with pytest.raises(ScenarioError) as info:
+        read_service_config(path)
+    assert message in str(info.value) and str(path) in str(info.value)
+    line = len(path.read_text().splitlines())
+    run = andreas("serve", "--config", path)  # the CLI: one line, exit 2, no traceback
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert f"{path}:{line}" in run.stderr or f"{path}:1" in run.stderr
+
+
+def test_token_command_prints_a_working_token(tmp_path):
+    path = write_service_files(tmp_path)
+    run = andreas("token", "--config", path, "--user", "ops", "--role", "admin")
+    assert run.returncode == 0, run.stderr
+    token = run.stdout.strip()
+    from andreas.service.store import Store
+
+    store = Store(read_service_config(path).database_url)
+    assert store.user_for(token).name == "ops" and store.user_for(token).role == "admin"
+    bad = andreas("token", "--config", path, "--user", "ops", "--role", "root")
+    assert bad.returncode == 2 and "unknown role 'root'" in bad.stderr
+
+
+@dataclass
+class R:
+    run_id: int
+    time: float
+    epochs_done: float
+
+
+def test_speed_factor_converges_to_the_true_ratio_and_ignores_start_up():
+    true_spe = {1: 1.3 * 2.0, 2: 1.3 * 0.5}  # both configurations 30 % slower than profiled
+    profiled = {1: 2.0, 2: 0.5}
+    reports, t = [], 100.0
+    for run_id, epochs in ((1, range(1, 6)), (2, range(6, 20))):
+        t += 7.0  # start-up before each run's first report: must not count
+        for e in epochs:
+            t += true_spe[run_id]
+            reports.append(R(run_id, t, float(e)))
+    assert speed_factor(reports, profiled) == pytest.approx(1.3, rel=1e-9)
+    assert speed_factor(reports[:1], profiled) is None  # one report: nothing to learn yet
+    noisy = [R(r.run_id, r.time + (0.05 if i % 2 else -0.05), r.epochs_done)
+             for i, r in enumerate(reports)]
+    assert speed_factor(noisy, profiled) == pytest.approx(1.3, rel=0.02)
+
+
+def _cluster():
+    return Cluster({"g": GpuType("g", (100.0, 180.0))}, (Node("a", "g", 2),), 0.3, 1.2, 5.0)
+
+
+def test_forecast_from_an_empty_start_equals_a_simulation():
+    cluster = _cluster()
+    profiles = Profiles({"p": {("g", 1): 10.0, ("g", 2): 6.0}})
+    jobs = tuple(Job(f"j{i}", 0.0, 30.0 + 10 * i, 0.01, 3.0 + i, "p") for i in range(4))
+    snapshot = Snapshot(0.0, cluster, profiles, tuple(JobView(j, j.epochs) for j in jobs))
+    policy = make_policy("andreas", seed=3)
+    plan = policy.decide(snapshot)
+    predicted = forecast(snapshot, plan, make_policy("andreas", seed=3))
+    simulated = simulate(Scenario(cluster, profiles, jobs), make_policy("andreas", seed=3))
+    for record in simulated.jobs:
+        f = predicted[record.job_id]
+        assert f.completion == pytest.approx(record.completion_time)
+        assert f.energy_cost == pytest.approx(record.energy_cost)
+        assert f.tardiness_cost == pytest.approx(record.tardiness_cost)
+
+
+def test_forecast_charges_restart_overhead_only_to_resumed_or_moved_jobs():
+    cluster = _cluster()
+    profiles = Profiles({"p": {("g", 1): 10.0}})
+    running = JobView(Job("run", 0.0, 1e6, 0.0, 2.0, "p"), 2.0, Assignment("a", 1), True)
+    resumed = JobView(Job("res", 0.0, 1e6, 0.0, 2.0, "p"), 2.0, None, True)
+    plan = {"run": Assignment("a", 1), "res": Assignment("a", 1)}
+    f = forecast(Snapshot(50.0, cluster, profiles, (running, resumed)), plan,
+                 make_policy("fifo"))
+    assert f["run"].completion == pytest.approx(50.0 + 20.0)
+    assert f["res"].completion == pytest.approx(50.0 + 5.0 + 20.0)  # pays the 5 s overhead

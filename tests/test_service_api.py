@@ -141,3 +141,14 @@ def test_migrations_are_idempotent_and_keep_data(tmp_path, database_url):
         from sqlalchemy import text
 
         assert conn.execute(text("select version_num from alembic_version")).scalar() == "0001"
+
+
+def test_batch_submission_is_all_or_nothing(tmp_path):
+    with make_client(tmp_path, f"sqlite:///{tmp_path}/s.db", run_scheduler=False) as client:
+        bad = [train_job(2), {**train_job(2), "profile": "nope"}]
+        r = client.post("/jobs/batch", headers=ADMIN, json=bad)
+        assert r.status_code == 400 and r.json()["detail"].startswith("job [1]: profile:")
+        assert client.get("/jobs", headers=ADMIN).json() == []
+        r = client.post("/jobs/batch", headers=ADMIN, json=[train_job(2), train_job(3)])
+        assert r.status_code == 201 and [j["epochs"] for j in r.json()] == [2, 3]
+        assert len(client.get("/jobs", headers=ADMIN).json()) == 2

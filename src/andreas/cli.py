@@ -458,6 +458,97 @@ def token_cmd(
     print(_service_module("store").Store(cfg.database_url).create_token(user, role))
 
 
+@app.command("profile", context_settings={"allow_extra_args": True,
+                                          "ignore_unknown_options": True})
+@user_errors
+def profile_cmd(
+    ctx: typer.Context,
+    script: Path = typer.Argument(..., help="The training script (uses andreas.job)."),
+    configs: str = typer.Option(..., "--configs", help="Configurations to measure, "
+                                "TYPE:GPUS comma-separated, e.g. V100:1,V100:2,K80:1."),
+    name: Optional[str] = typer.Option(None, "--name", help="Profile name (default: the "
+                                       "script's file name without .py)."),
+    epochs: int = typer.Option(4, help="Measured epochs per configuration."),
+    warmup: int = typer.Option(1, help="Epochs run first and left out of the measurement."),
+    out: Path = typer.Option(Path("profiles.csv"), "--out", help="profiles.csv to write or "
+                             "update (rows of other profiles and configurations are kept)."),
+    config: Optional[Path] = typer.Option(None, "--config", help="service.yaml whose nodes "
+                                          "and gpu_indices say which devices to use."),
+) -> None:
+    """Measure seconds per epoch of a script on each configuration; write profiles.csv rows.
+
+    Arguments after the options are passed to the script, e.g.
+    `andreas profile train.py --configs V100:1 -- --hidden 256`.
+    """
+    import sys as _sys
+
+    from .measure.profiler import parse_configs, profile_script, write_profiles
+
+    if not script.is_file():
+        raise AndreasError(f"{script}: no such script")
+    wanted = parse_configs(configs)
+    indices = {}
+    if config is not None:
+        cfg = _service_module("config").read_service_config(config)
+        for gpu_type, gpus in wanted:
+            node = next((n for n in cfg.cluster.nodes if n.gpu_type == gpu_type
+                         and n.gpus >= gpus), None)
+            if node is None:
+                raise AndreasError(f"--configs: no node of {config} has {gpus} GPU(s) of type "
+                                   f"{gpu_type!r}")
+            indices[(gpu_type, gpus)] = cfg.gpu_indices.get(node.name,
+                                                            tuple(range(node.gpus)))[:gpus]
+    command = [_sys.executable, str(script), *[a for a in ctx.args if a != "--"]]
+    results = profile_script(command, name or script.stem, wanted, epochs=epochs,
+                             warmup=warmup, gpu_indices=indices,
+                             on_config=lambda t, g: err.print(f"profiling {t}:{g} ..."))
+    write_profiles(out, results)
+    for m in results:
+        console.print(f"{m.profile} {m.gpu_type}:{m.gpus}  {m.seconds_per_epoch:.4f} s/epoch "
+                      f"± {m.spread_s:.4f} ({m.samples} epochs), start-up {m.startup_s:.2f} s")
+    console.print(f"wrote {out}")
+
+
+@app.command("validate")
+@user_errors
+def validate_cmd(
+    jobs: int = typer.Option(10, "--jobs", min=1, help="Jobs in the workload."),
+    out: Path = typer.Option(Path("validation-out"), "--out", help="Output folder: "
+                             "validation.json, validation.png and the run's work folder."),
+    seed: int = typer.Option(1, help="Seed of the workload and of the policy."),
+    profile_error: float = typer.Option(0.0, "--profile-error", min=-0.9, max=0.9,
+                                        help="Give the scheduler profiles this far off "
+                                        "(0.3 = 30 %% too fast) to test online learning."),
+    learn: bool = typer.Option(True, "--learn/--no-learn", help="Online learning of speeds."),
+    quick: bool = typer.Option(False, "--quick", help="Tiny jobs (a smoke test, not a "
+                               "measurement)."),
+    policy: str = typer.Option("andreas", help="Policy the service runs."),
+) -> None:
+    """Run a real workload through the live service; compare predicted and measured costs."""
+    _service_module("config")  # the service extra must be installed
+    from .measure.validate import ValidationSpec, example_script, run_validation
+
+    if policy not in POLICIES:
+        raise AndreasError(f"--policy: unknown policy {policy!r}; expected one of "
+                           f"{', '.join(sorted(POLICIES))}")
+    spec = ValidationSpec(jobs=jobs, seed=seed, profile_error=profile_error, learn=learn,
+                          quick=quick, policy=policy, script=example_script())
+    result = run_validation(out, spec, say=lambda text: err.print(text, highlight=False))
+    console.print(f"predicted total {result['predicted_total_cost']:.6f} EUR, measured "
+                  f"{result['measured_total_cost']:.6f} EUR: deviation "
+                  f"{100 * result['total_deviation']:.2f} %; worst job "
+                  f"{100 * result['worst_job_deviation']:.2f} %; pauses {result['pauses']}, "
+                  f"moves {result['moves']}")
+    if result["worst_learned_error"] is not None:
+        console.print(f"learned seconds per epoch within "
+                      f"{100 * result['worst_learned_error']:.2f} % of measured (worst job)")
+    sim = result["simulated"]
+    console.print(f"simulator replay: total {sim['total_cost']:.6f} EUR (deviation "
+                  f"{100 * sim['deviation']:.2f} %), mean |completion difference| "
+                  f"{sim['mean_abs_completion_difference_s']:.2f} s")
+    console.print(f"wrote {out / 'validation.json'} and {out / 'validation.png'}")
+
+
 def _service_module(name: str):
     """Import a service module, or say which extra to install (the service is optional)."""
     import importlib

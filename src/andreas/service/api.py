@@ -130,6 +130,26 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
         with store.session() as s:
             return _job_out(s, s.get(JobRow, row.id), scheduler, measured=None)
 
+    @app.post("/jobs/batch", tags=["jobs"], status_code=201, response_model=list[JobOut])
+    def submit_batch(body: list[JobSubmit], user: User = Depends(current_user)):
+        """Submit several jobs at once: all or none are accepted, and they are planned
+        together (a workload known in advance)."""
+        now = time.time()
+        rows = []
+        for i, item in enumerate(body):
+            try:
+                rows.append(_validate_submission(config, item, now))
+            except HTTPException as exc:
+                raise HTTPException(exc.status_code, f"job [{i}]: {exc.detail}") from None
+        for row in rows:
+            row.id = "job-" + uuid.uuid4().hex[:12]
+            row.owner_id = user.id
+        with store.session() as s:
+            s.add_all(rows)
+        scheduler.wake("submit")
+        with store.session() as s:
+            return [_job_out(s, s.get(JobRow, r.id), scheduler, measured=None) for r in rows]
+
     @app.get("/jobs", tags=["jobs"], response_model=list[JobOut])
     def list_jobs(state: str | None = Query(None, description="queued, running, paused, "
                                                                "completed, failed, cancelled"),
@@ -233,6 +253,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
         keep = (lambda j: True) if owned is None else (lambda j: j in owned)
         forecast = {j: f for j, f in info.forecast.items() if keep(j)}
         return {"time": info.time, "policy": config.policy, "decisions": info.decisions,
+                "source": info.source,
                 "reasons": info.reasons, "decision_seconds": info.decision_s,
                 "assignments": {j: a for j, a in info.assignments.items() if keep(j)},
                 "forecast": forecast,

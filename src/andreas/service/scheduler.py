@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -25,7 +26,7 @@ from ..catalogue import canonical_gpu
 from ..model import Cluster, Job, Node, Profiles, Segment
 from ..policies import make_policy
 from ..policies.base import Assignment, JobView, Snapshot, check_plan
-from ..sim.forecast import forecast
+from ..sim.forecast import ForeseenDecision, forecast
 from ..executors import Executor, LaunchRequest, NodeInfo
 from ..executors.launch import LOCKED_EXIT
 from .config import ServiceConfig
@@ -48,6 +49,7 @@ class PlanInfo:
     assignments: dict[str, dict] = field(default_factory=dict)
     forecast: dict[str, dict] = field(default_factory=dict)
     decisions: int = 0
+    source: str = "policy"  # or "forecast": the plan the last forecast made for this moment
 
 
 class Scheduler:
@@ -68,11 +70,27 @@ class Scheduler:
         self._thread: threading.Thread | None = None
         self._last_period = self.clock()
         self.errors = 0
+        self.history: deque[dict] = deque(maxlen=100_000)  # predicted workload total by time
+        self.foreseen: list[ForeseenDecision] = []  # the decisions the last forecast made
+        self.kept = 0  # decisions taken from the forecast rather than made afresh
 
     # ------------------------------------------------------------------ thread
     def start(self) -> None:
+        self.warm_up()
         self._thread = threading.Thread(target=self._loop, name="andreas-scheduler", daemon=True)
         self._thread.start()
+
+    def warm_up(self) -> None:
+        """Decide once on a made-up job before serving, so that compiling the policy's
+        kernels (about a second) does not delay the first real job."""
+        cluster = self.cluster()
+        if not cluster.nodes:
+            return
+        node = cluster.nodes[0]
+        view = JobView(Job("warm-up", 0.0, 1.0, 0.0, 1.0, "p"), 1.0)
+        snapshot = Snapshot(0.0, cluster, Profiles({"p": {(node.gpu_type, 1): 1.0}}), (view,))
+        plan = make_policy(self.config.policy, **self.config.policy_options).decide(snapshot)
+        forecast(snapshot, plan, make_policy(self.config.policy, **self.config.policy_options))
 
     def stop(self) -> None:
         self._stopping.set()
@@ -280,12 +298,21 @@ class Scheduler:
                 cluster.energy_price, cluster.pue, cluster.restart_overhead_s)
         return Snapshot(now, cluster, Profiles(table), tuple(views)), running
 
+    FORESEEABLE = {"completion", "run-ended", "retry"}
+
     def replan(self, reasons: list[str]) -> None:
         snapshot, running = self.snapshot()
         tic = time.perf_counter()
-        plan = dict(self.policy.decide(snapshot)) if snapshot.jobs else {}
-        decision_s = time.perf_counter() - tic
+        plan = self._foreseen_plan(snapshot, reasons)
+        source = "forecast" if plan is not None else "policy"
+        if plan is None:
+            plan = dict(self.policy.decide(snapshot)) if snapshot.jobs else {}
         check_plan(snapshot, plan, self.policy.name)
+        keep = {job_id: Assignment(run.node, len(run.gpu_indices))
+                for job_id, run in running.items()}
+        if source == "policy" and set(reasons) <= {"prediction-moved"} and plan != keep:
+            plan, source = self._worth_switching(snapshot, keep, plan)
+        decision_s = time.perf_counter() - tic
         changed = [(job_id, run.id) for job_id, run in running.items()
                    if plan.get(job_id) != Assignment(run.node, len(run.gpu_indices))]
         if changed:
@@ -296,9 +323,51 @@ class Scheduler:
                   if job_id not in running or (job_id, running[job_id].id) in changed]
         for job_id, assignment in starts:
             self._start(job_id, assignment)
+        foreseen: list[ForeseenDecision] = []
         predicted = forecast(snapshot, plan, make_policy(self.config.policy,
-                                                         **self.config.policy_options))
+                                                         **self.config.policy_options),
+                             start_pays_overhead=True, decisions=foreseen)
+        self.foreseen = foreseen
         self._record_plan(snapshot, plan, predicted, reasons, decision_s)
+        self.plan.source = source
+
+    def _predicted_total(self, snapshot: Snapshot, plan: dict) -> float:
+        predicted = forecast(snapshot, plan, make_policy(self.config.policy,
+                                                         **self.config.policy_options),
+                             start_pays_overhead=True)
+        return sum(f.total_cost for f in predicted.values())
+
+    def _worth_switching(self, snapshot: Snapshot, keep: dict, fresh: dict) -> tuple[dict, str]:
+        """A learned speed moved: switch from the running plan to the fresh decision only if
+        the forecast says it pays (by more than 1 %). Pausing and moving jobs on every change
+        of estimate would cost more in restarts than better estimates save."""
+        try:
+            check_plan(snapshot, keep, self.policy.name)
+        except Exception:
+            return fresh, "policy"
+        if self._predicted_total(snapshot, fresh) < 0.99 * self._predicted_total(snapshot, keep):
+            return fresh, "policy"
+        return keep, "kept"
+
+    def _foreseen_plan(self, snapshot: Snapshot, reasons: list[str]) -> dict | None:
+        """Keep to the plan the last forecast made for this moment, when what happened is what
+        it foresaw (the same jobs remain; no arrival, cancellation or changed prediction).
+
+        The policy made that plan too, for the predicted state, so the schedule the service
+        shows is the one it carries out, and a job does not move because of a timing jitter.
+        Anything unforeseen, or a plan that no longer fits, means a fresh decision."""
+        if not set(reasons) <= self.FORESEEABLE or not self.foreseen:
+            return None
+        active = frozenset(v.job_id for v in snapshot.jobs)
+        for decision in self.foreseen:
+            if decision.jobs == active:
+                try:
+                    check_plan(snapshot, decision.plan, self.policy.name)
+                except Exception:
+                    return None
+                self.kept += 1
+                return dict(decision.plan)
+        return None
 
     def _free_indices(self, node: NodeInfo) -> list[int]:
         with self.store.session() as s:
@@ -378,6 +447,17 @@ class Scheduler:
                 if job.predicted is None:
                     job.predicted = entry
         self.plan = info
+        self._record_history(snapshot.time, predicted)
+
+    def _record_history(self, now: float, predicted) -> None:
+        """The whole workload's predicted cost as seen now: what was spent so far plus what
+        the forecast says is still to come (for validation plots)."""
+        spent = self.measured()["jobs"]
+        total = 0.0
+        for job_id, m in spent.items():
+            f = predicted.get(job_id)
+            total += m["energy_cost"] + (f.total_cost if f else m["tardiness_cost"])
+        self.history.append({"time": now, "predicted_total": total, "jobs": len(spent)})
 
     # ------------------------------------------------------------------ accounting
     def measured(self) -> dict:

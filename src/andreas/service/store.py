@@ -43,10 +43,12 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
         @event.listens_for(engine, "connect")
-        def _pragmas(dbapi_connection, _record):  # durable and concurrent enough for a service
+        def _pragmas(dbapi_connection, _record):
+            # WAL with synchronous=NORMAL: a committed transaction survives the service being
+            # killed (kill -9); only a power cut may lose the last few. Far fewer fsyncs.
             cursor = dbapi_connection.cursor()
             cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA synchronous=FULL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.close()
         return engine

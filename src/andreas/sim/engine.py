@@ -136,6 +136,7 @@ class Simulator:
         self.points = 0
         self.start = start
         self.preset = dict(preset or {})
+        self.decisions: list[tuple[float, frozenset[str], dict]] = []  # (time, jobs, plan)
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> SimulationResult:
@@ -231,6 +232,7 @@ class Simulator:
         plan = self.policy.decide(snapshot)
         self.scheduler_seconds += wallclock.perf_counter() - tic
         self.points += 1
+        self.decisions.append((now, frozenset(active), dict(plan)))
         check_plan(snapshot, plan, self.policy.name)
         starts: list[tuple[_JobState, Assignment]] = []
         for job_id, s in active.items():
@@ -261,8 +263,8 @@ class Simulator:
         if s.started:
             s.restarts += 1
             restart_end = now + self.cluster.restart_overhead_s
-        else:
-            s.started = True
+        s.started = True
+        if s.first_start is None:
             s.first_start = now
         s.stretch = _Stretch(n, target.gpus, spe, now, restart_end)
         self.busy[n] += target.gpus

@@ -16,6 +16,15 @@ from .engine import Simulator
 
 
 @dataclass(frozen=True)
+class ForeseenDecision:
+    """A decision the forecast made at a future event: which jobs were active, what plan."""
+
+    time: float
+    jobs: frozenset[str]
+    plan: dict
+
+
+@dataclass(frozen=True)
 class JobForecast:
     job_id: str
     start: float | None  # when it (re)starts under the plan; None if it already runs
@@ -28,32 +37,45 @@ class JobForecast:
         return self.energy_cost + self.tardiness_cost
 
 
-def forecast(snapshot: Snapshot, plan: Plan, policy: Policy) -> dict[str, JobForecast]:
+def forecast(snapshot: Snapshot, plan: Plan, policy: Policy, *,
+             start_pays_overhead: bool = False,
+             decisions: list[ForeseenDecision] | None = None) -> dict[str, JobForecast]:
     """Per job: predicted completion and the cost still to come (energy from now on, plus
-    tardiness at the predicted completion)."""
-    now = snapshot.time
-    jobs, preset = [], {}
+    tardiness at the predicted completion).
+
+    With `start_pays_overhead`, a job's first start also pays the cluster's restart overhead:
+    true of real processes (interpreter, data loading), which the paper's model leaves out.
+    A `decisions` list receives the later decisions the forecast made, in order."""
+    now = snapshot.time  # the simulation runs on times relative to now: the simulator's
+    jobs, preset = [], {}  # tolerances are relative to the clock, and Unix times are large
     for view in snapshot.jobs:
-        job = replace(view.job, submit_time=now, epochs=view.remaining_epochs)
+        job = replace(view.job, submit_time=0.0, due_date=view.job.due_date - now,
+                      epochs=view.remaining_epochs)
         jobs.append(job)
         target = plan.get(view.job_id)
+        started = view.started or start_pays_overhead
         if target is None:
-            preset[view.job_id] = JobView(job, view.remaining_epochs, None, view.started)
+            preset[view.job_id] = JobView(job, view.remaining_epochs, None, started)
         else:
             same = view.assignment == target
             overhead = view.restart_remaining_s if same else (
-                snapshot.cluster.restart_overhead_s if view.started else 0.0)
-            preset[view.job_id] = JobView(job, view.remaining_epochs, target, view.started,
+                snapshot.cluster.restart_overhead_s if started else 0.0)
+            preset[view.job_id] = JobView(job, view.remaining_epochs, target, started,
                                           overhead)
     if not jobs:
         return {}
     scenario = Scenario(snapshot.cluster, snapshot.profiles, tuple(jobs), name="forecast")
-    result = Simulator(scenario, policy, start=now, preset=preset).run()
+    simulator = Simulator(scenario, policy, start=0.0, preset=preset)
+    result = simulator.run()
+    if decisions is not None:
+        decisions.extend(ForeseenDecision(now + t, jobs, plan)
+                         for t, jobs, plan in simulator.decisions)
     out = {}
     for record in result.jobs:
-        out[record.job_id] = JobForecast(record.job_id, record.first_start, record.completion_time,
-                                         record.energy_cost, record.tardiness_cost)
+        out[record.job_id] = JobForecast(record.job_id, now + record.first_start,
+                                         now + record.completion_time, record.energy_cost,
+                                         record.tardiness_cost)
     return out
 
 
-__all__ = ["JobForecast", "forecast", "Job"]
+__all__ = ["ForeseenDecision", "JobForecast", "forecast", "Job"]

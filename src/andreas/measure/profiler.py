@@ -1,0 +1,179 @@
+"""`andreas profile`: measure a training script's seconds per epoch on each configuration.
+
+The script runs as the service would run it (same environment variables, its own checkpoint
+directory, the configuration's GPUs in CUDA_VISIBLE_DEVICES) for `warmup + epochs` epochs. The
+epoch time is the spacing of its progress reports after the warm-up epochs (so start-up and
+first-epoch effects are left out); start-up is reported on its own, because the scheduler
+should know it as the restart overhead.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import AndreasError
+from .receiver import ProgressReceiver
+
+PROFILE_COLUMNS = ("profile", "gpu_type", "gpus", "seconds_per_epoch", "spread_s", "samples",
+                   "startup_s")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    profile: str
+    gpu_type: str
+    gpus: int
+    seconds_per_epoch: float
+    spread_s: float  # sample standard deviation of the epoch times
+    samples: int
+    startup_s: float  # launch to first report, less one epoch
+
+    def row(self) -> dict[str, str]:
+        return {"profile": self.profile, "gpu_type": self.gpu_type, "gpus": str(self.gpus),
+                "seconds_per_epoch": f"{self.seconds_per_epoch:.6g}",
+                "spread_s": f"{self.spread_s:.3g}", "samples": str(self.samples),
+                "startup_s": f"{self.startup_s:.3g}"}
+
+
+def parse_configs(text: str) -> list[tuple[str, int]]:
+    """`big:1,small:2` -> [("big", 1), ("small", 2)]."""
+    out = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, _, count = part.rpartition(":")
+        if not name or not count.isdigit() or int(count) < 1:
+            raise AndreasError(f"--configs: expected TYPE:GPUS items like V100:2, got {part!r}")
+        out.append((name, int(count)))
+    if not out:
+        raise AndreasError("--configs: expected at least one TYPE:GPUS item")
+    return out
+
+
+def profile_script(command: list[str], profile: str, configs: list[tuple[str, int]], *,
+                   epochs: int = 4, warmup: int = 1, min_seconds: float = 0.0,
+                   gpu_indices: dict[tuple[str, int], tuple[int, ...]] | None = None,
+                   timeout_s: float = 600.0, parallel: bool = False,
+                   on_config=None) -> list[Measurement]:
+    """Run `command` once per configuration and measure it.
+
+    Each run lasts `warmup + epochs` epochs, or, with `min_seconds`, until at least that long
+    has been measured (the script is then stopped with SIGTERM, as the service would pause it):
+    on a shared or noisy machine, a few short epochs say little. With `parallel`, all
+    configurations run at once, so the machine is as loaded as when the scheduler keeps every
+    GPU busy (on logical GPUs, jobs share the CPU)."""
+    if epochs < 2:
+        raise AndreasError("--epochs: expected at least 2 measured epochs")
+    with ProgressReceiver() as receiver, tempfile.TemporaryDirectory(
+            prefix="andreas-profile-") as scratch:
+        launches: list[_Launch] = []
+        for gpu_type, gpus in configs:
+            if on_config:
+                on_config(gpu_type, gpus)
+            key = f"{profile}/{gpu_type}/{gpus}"
+            indices = (gpu_indices or {}).get((gpu_type, gpus), tuple(range(gpus)))
+            total = 10 ** 6 if min_seconds > 0 else warmup + epochs
+            env = dict(os.environ, ANDREAS_JOB_ID=f"profile-{profile}",
+                       ANDREAS_CHECKPOINT_DIR=str(Path(scratch) / key),
+                       ANDREAS_EPOCHS=str(total), ANDREAS_PROGRESS_URL=receiver.url(key),
+                       ANDREAS_PROGRESS_TOKEN="-",
+                       CUDA_VISIBLE_DEVICES=",".join(map(str, indices)),
+                       ANDREAS_GPU_TYPE=gpu_type)
+            launched = time.time()
+            try:
+                proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True)
+            except OSError as exc:
+                raise AndreasError(f"cannot run {command[0]!r}: {exc}") from None
+            launch = _Launch(gpu_type, gpus, key, launched, proc)
+            launches.append(launch)
+            if not parallel:
+                _run_to_end([launch], receiver, warmup + epochs, warmup, min_seconds,
+                            timeout_s)
+        if parallel:
+            _run_to_end(launches, receiver, warmup + epochs, warmup, min_seconds, timeout_s)
+        return [_measure(receiver, launch, profile, warmup) for launch in launches]
+
+
+@dataclass
+class _Launch:
+    gpu_type: str
+    gpus: int
+    key: str
+    launched: float
+    proc: subprocess.Popen
+
+
+def _run_to_end(launches: list[_Launch], receiver: ProgressReceiver, reports: int,
+                warmup: int, min_seconds: float, timeout_s: float) -> None:
+    """Wait until every run has `reports` reports and `min_seconds` measured, then stop the
+    ones still running with SIGTERM; raise if one fails or runs out of time."""
+    deadline = time.monotonic() + timeout_s
+
+    def enough(launch: _Launch) -> bool:
+        times = [t for t, _ in receiver.reports.get("/" + launch.key, [])]
+        if len(times) < reports:
+            return False
+        return times[-1] - times[max(0, warmup - 1)] >= min_seconds
+
+    while not all(enough(x) or x.proc.poll() is not None for x in launches):
+        if time.monotonic() > deadline:
+            for x in launches:
+                x.proc.kill()
+            raise AndreasError(f"profiling ran over {timeout_s:.0f} s; use fewer --epochs or a "
+                               f"shorter --min-seconds")
+        time.sleep(0.05)
+    stopped = set()
+    if min_seconds > 0:  # the runs were started for "many" epochs: stop them now
+        for x in launches:
+            if x.proc.poll() is None:
+                x.proc.terminate()
+                stopped.add(x.key)
+    for x in launches:
+        stdout, stderr = x.proc.communicate(timeout=120)
+        if x.proc.returncode != 0 and not (x.key in stopped and x.proc.returncode == -15):
+            tail = (stderr or stdout).strip().splitlines()[-1:] or ["no output"]
+            raise AndreasError(f"the script failed on {x.gpu_type}:{x.gpus} with exit code "
+                               f"{x.proc.returncode}: {tail[0]}")
+
+
+def _measure(receiver: ProgressReceiver, launch: _Launch, profile: str,
+             warmup: int) -> Measurement:
+    gpu_type, gpus, key, launched = launch.gpu_type, launch.gpus, launch.key, launch.launched
+    reports = sorted(receiver.reports.get("/" + key, []))
+    if len(reports) < warmup + 2:
+        raise AndreasError(f"the script reported {len(reports)} epoch(s) on {gpu_type}:{gpus}; "
+                           f"expected more: does it call andreas.job.progress() after each "
+                           f"epoch?")
+    times = [t for t, _ in reports]
+    measured = times[max(0, warmup - 1):]  # from the end of the last warm-up epoch on
+    intervals = [b - a for a, b in zip(measured, measured[1:])]
+    spe = statistics.fmean(intervals)
+    spread = statistics.stdev(intervals) if len(intervals) > 1 else 0.0
+    startup = max(0.0, times[0] - launched - spe)
+    return Measurement(profile, gpu_type, gpus, spe, spread, len(intervals), startup)
+
+
+def write_profiles(path: Path, measurements: list[Measurement]) -> None:
+    """Merge into `path`: rows for the measured (profile, type, GPUs) are replaced, others
+    kept. Written atomically."""
+    rows: dict[tuple[str, str, str], dict[str, str]] = {}
+    if path.exists():
+        with path.open(newline="") as handle:
+            for row in csv.DictReader(handle):
+                rows[(row["profile"], row["gpu_type"], row["gpus"])] = {
+                    c: row.get(c, "") or "" for c in PROFILE_COLUMNS}
+    for m in measurements:
+        rows[(m.profile, m.gpu_type, str(m.gpus))] = m.row()
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=PROFILE_COLUMNS)
+        writer.writeheader()
+        for key in sorted(rows, key=lambda k: (k[0], k[1], int(k[2]))):
+            writer.writerow(rows[key])
+    os.replace(tmp, path)

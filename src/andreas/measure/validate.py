@@ -1,0 +1,369 @@
+"""`andreas validate`: predicted against measured cost on a real workload run by the service.
+
+1. Profile the example training script's models on each configuration (`andreas profile`).
+2. Start the live service (local executor, logical GPUs) and submit a seeded workload whose
+   arrivals and due dates make the policy pause and move jobs.
+3. When every job is done, compare for each job and in total the cost predicted when the job
+   was first planned with the cost measured (energy from measured busy time and the power
+   table, or NVML where GPUs exist; tardiness from the measured completion).
+4. Replay the same workload in the simulator with the profiles the scheduler used, and compare
+   the simulated schedule with the measured one.
+
+With `profile_error` the scheduler is given profiles that far off (0.3 = 30 % too fast), to
+show what online learning recovers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import statistics
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..errors import AndreasError
+from .profiler import Measurement, profile_script, write_profiles
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "train_numpy.py"
+MODELS = {  # model name -> example script arguments (one core per job, ~0.2-0.5 s per epoch)
+    "mlp-s": ["--samples", "150000", "--hidden", "64"],
+    "mlp-m": ["--samples", "200000", "--hidden", "160"],
+    "mlp-l": ["--samples", "250000", "--hidden", "256"],
+}
+QUICK_MODELS = {"mlp-q": ["--samples", "40000", "--hidden", "64"]}
+CLUSTER_YAML = """\
+# Written by andreas validate: two single-GPU nodes of logical GPUs on this machine.
+energy_price: 0.25
+pue: 1.2
+restart_overhead_s: {overhead:.3f}
+gpu_types:
+  big: {{node_power_w: [350]}}
+  small: {{node_power_w: [150]}}
+nodes:
+  - {{name: big0, gpu_type: big, gpus: 1}}
+  - {{name: small0, gpu_type: small, gpus: 1}}
+"""
+CONFIGS = [("big", 1), ("small", 1)]
+
+
+@dataclass(frozen=True)
+class ValidationSpec:
+    jobs: int = 10
+    seed: int = 1
+    profile_error: float = 0.0
+    learn: bool = True
+    quick: bool = False
+    policy: str = "andreas"
+    script: Path = EXAMPLE
+
+
+@dataclass(frozen=True)
+class PlannedJob:
+    name: str
+    model: str
+    epochs: int
+    submit_offset_s: float
+    deadline_s: float
+    priority: int
+
+
+def example_script() -> Path:
+    if not EXAMPLE.is_file():
+        raise AndreasError(f"the example training script {EXAMPLE} is missing; validate runs "
+                           f"from a source checkout of ANDREAS")
+    return EXAMPLE
+
+
+def plan_workload(spec: ValidationSpec, spe: dict[str, float]) -> list[PlannedJob]:
+    """Seeded jobs, submitted as one batch (a workload known in advance, so the first plan
+    forecasts all of it); due dates a multiple of the fastest run time, so that some jobs are
+    urgent and the policy pauses and moves others for them."""
+    rng = np.random.default_rng(spec.seed)
+    models = sorted(spe)
+    jobs = []
+    for i in range(spec.jobs):
+        model = models[int(rng.integers(len(models)))]
+        epochs = int(rng.integers(6, 10)) if spec.quick else int(rng.integers(30, 80))
+        slack = float(rng.choice([2.0, 5.0, 10.0]))
+        jobs.append(PlannedJob(f"{model}-{i}", model, epochs, 0.0, slack * epochs * spe[model],
+                               int(rng.integers(1, 6))))
+    return jobs
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_validation(out: Path, spec: ValidationSpec,
+                   say: Callable[[str], None] = lambda text: None) -> dict:
+    """Run the whole validation; write OUT/validation.json and OUT/validation.png."""
+    import httpx
+    import uvicorn
+
+    from ..service.api import create_app
+    from ..service.config import read_service_config
+
+    out = Path(out)
+    work = out / "work"
+    if work.exists() and any(work.iterdir()):
+        raise AndreasError(f"{work} exists and is not empty; choose a new --out")
+    work.mkdir(parents=True, exist_ok=True)
+    models = QUICK_MODELS if spec.quick else MODELS
+
+    # 1. profiles, measured here and now
+    measurements: list[Measurement] = []
+    for model, args in models.items():
+        say(f"profiling {model} on {', '.join(f'{t}:{g}' for t, g in CONFIGS)}")
+        measurements += profile_script([sys.executable, str(spec.script), *args], model,
+                                       CONFIGS, epochs=2 if spec.quick else 6, warmup=1,
+                                       min_seconds=0.0 if spec.quick else 20.0,
+                                       parallel=True)
+    write_profiles(work / "profiles-measured.csv", measurements)
+    overhead = statistics.fmean(m.startup_s for m in measurements)
+    scale = 1.0 - spec.profile_error  # the scheduler believes jobs are this much faster
+    used = [Measurement(m.profile, m.gpu_type, m.gpus, m.seconds_per_epoch * scale, m.spread_s,
+                        m.samples, m.startup_s) for m in measurements]
+    write_profiles(work / "profiles.csv", used)
+    (work / "cluster.yaml").write_text(CLUSTER_YAML.format(overhead=overhead))
+    port = _free_port()
+    (work / "service.yaml").write_text(
+        f"cluster: cluster.yaml\nprofiles: profiles.csv\ndata_dir: state\n"
+        f"policy: {spec.policy}\npolicy_options: {{seed: {spec.seed}}}\nperiod_s: null\n"
+        f"poll_s: 0.2\ngrace_s: 10\nlearn: {'true' if spec.learn else 'false'}\n"
+        f"public_url: http://127.0.0.1:{port}\n"
+        # a second late costs about what a big node's second of energy costs, or less
+        f"priority_weights: {{1: 0.000002, 2: 0.000005, 3: 0.00001, 4: 0.00002, 5: 0.00004}}\n")
+    config = read_service_config(work / "service.yaml")
+    measured_spe = {(m.profile, m.gpu_type): m.seconds_per_epoch for m in measurements}
+    fastest = {m: min(v for (p, _), v in measured_spe.items() if p == m) for m in models}
+    planned = plan_workload(spec, fastest)
+
+    # 2. the live service, in this process, on a real port (jobs report progress to it)
+    token = secrets.token_urlsafe(16)
+    app = create_app(config, admin_token=token)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    headers = {"Authorization": f"Bearer {token}"}
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while not server.started:
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise AndreasError("the service did not start")
+            time.sleep(0.05)
+        ids: dict[str, str] = {}
+        with httpx.Client(base_url=base, headers=headers, timeout=30) as client:
+            t0 = time.time()
+            r = client.post("/jobs/batch", json=[{
+                "name": job.name, "script": str(spec.script), "args": models[job.model],
+                "epochs": job.epochs, "deadline_s": job.deadline_s,
+                "priority": job.priority, "profile": job.model} for job in planned])
+            if r.status_code != 201:
+                raise AndreasError(f"submitting the workload failed: {r.text}")
+            ids = {job.name: out["id"] for job, out in zip(planned, r.json())}
+            say(f"submitted {len(planned)} jobs")
+            last = None
+            while True:  # a cheap count straight from the store: no load on the machine
+                done = _finished(app.state.store)
+                if done != last:
+                    say(f"{done}/{len(planned)} jobs done")
+                    last = done
+                if done == len(planned):
+                    break
+                time.sleep(1.0)
+            jobs = {j["id"]: j for j in client.get("/jobs").json()}
+            runs = {i: client.get(f"/jobs/{i}/runs").json() for i in jobs}
+        failed = [j["name"] for j in jobs.values() if j["state"] != "completed"]
+        if failed:
+            raise AndreasError(f"jobs did not complete: {', '.join(failed)}; see {work}/state")
+        scheduler = app.state.scheduler
+        history = list(scheduler.history)
+        progress = _progress_rows(app.state.store)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=60)
+
+    result = _compare(spec, config, planned, ids, jobs, runs, t0, history, progress,
+                      measured_spe, scale)
+    result["simulated"] = _replay(config, planned, ids, jobs, t0, spec, result)
+    tmp = out / "validation.json.tmp"
+    tmp.write_text(json.dumps(result, indent=2))
+    os.replace(tmp, out / "validation.json")
+    _plot(result, out / "validation.png")
+    return result
+
+
+def _finished(store) -> int:
+    from sqlalchemy import func, select
+
+    from ..service.db import FINAL_STATES, JobRow
+
+    with store.session() as s:
+        return s.scalar(select(func.count()).where(JobRow.state.in_(FINAL_STATES)))
+
+
+def _progress_rows(store) -> list[tuple[str, int, float, float]]:
+    from sqlalchemy import select
+
+    from ..service.db import ProgressRow
+
+    with store.session() as s:
+        return [(p.job_id, p.run_id, p.time, p.epochs_done)
+                for p in s.scalars(select(ProgressRow).order_by(ProgressRow.id))]
+
+
+def _measured_spe(progress, job_id: str, run_id: int | None = None) -> float | None:
+    """The job's measured seconds per epoch (in one run, or over all): time over epochs
+    between consecutive reports of a run."""
+    time_sum = epochs = 0.0
+    previous = None
+    for j, run, t, e in progress:
+        if j != job_id or (run_id is not None and run != run_id):
+            continue
+        if previous and previous[0] == run and e > previous[2]:
+            time_sum += t - previous[1]
+            epochs += e - previous[2]
+        previous = (run, t, e)
+    return time_sum / epochs if epochs else None
+
+
+def _deviation(measured: float, predicted: float) -> float:
+    return abs(measured - predicted) / measured if measured > 0 else 0.0
+
+
+def _compare(spec, config, planned, ids, jobs, runs, t0, history, progress, measured_spe,
+             scale) -> dict:
+    entries = []
+    by_name = {p.name: p for p in planned}
+    for name, job_id in ids.items():
+        j = jobs[job_id]
+        predicted, measured = j["predicted"], j["measured"]
+        spe_true = _measured_spe(progress, job_id)
+        spe_profile = {t: v for (p, t), v in measured_spe.items() if p == by_name[name].model}
+        job_runs = [r for r in runs[job_id] if r["stop_reason"] != "start-failed"]
+        learned = last_spe = None
+        if job_runs:  # the learned estimate for the configuration it ended on, against the
+            gpu_type = job_runs[-1]["gpu_type"]  # speed measured in that last run
+            learned = spe_profile[gpu_type] * scale * j["speed_factor"]
+            last_spe = _measured_spe(progress, job_id, job_runs[-1]["id"])
+        entries.append({
+            "job": name, "id": job_id, "model": by_name[name].model, "epochs": j["epochs"],
+            "submitted_s": j["submitted_at"] - t0, "due_s": j["due_date"] - t0,
+            "weight": j["weight"],
+            "predicted_cost": predicted["total_cost"],
+            "predicted_energy_cost": predicted["energy_cost"],
+            "predicted_tardiness_cost": predicted["tardiness_cost"],
+            "predicted_completion_s": predicted["completion"] - t0,
+            "measured_cost": measured["total_cost"],
+            "measured_energy_cost": measured["energy_cost"],
+            "measured_tardiness_cost": measured["tardiness_cost"],
+            "measured_completion_s": j["completed_at"] - t0,
+            "gpu_energy_j_nvml": measured["gpu_energy_j_nvml"],
+            "deviation": _deviation(measured["total_cost"], predicted["total_cost"]),
+            "runs": len(job_runs), "nodes": sorted({r["node"] for r in job_runs}),
+            "pauses": sum(r["stop_reason"] == "pause" for r in job_runs),
+            "moves": sum(r["stop_reason"] == "move" for r in job_runs),
+            "measured_seconds_per_epoch": spe_true,
+            "learned_seconds_per_epoch": learned,
+            "last_run_seconds_per_epoch": last_spe,
+            "learned_error": (abs(learned - last_spe) / last_spe
+                              if learned and last_spe else None),
+        })
+    predicted_total = sum(e["predicted_cost"] for e in entries)
+    measured_total = sum(e["measured_cost"] for e in entries)
+    learned_errors = [e["learned_error"] for e in entries if e["learned_error"] is not None]
+    end = max(e["measured_completion_s"] for e in entries)
+    last_submit = max(e["submitted_s"] for e in entries)
+    after = [h for h in history if h["time"] - t0 >= last_submit]
+    return {
+        "spec": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(spec).items()},
+        "machine": {"cpus": os.cpu_count(), "executor": "local", "nvml": any(
+            e["gpu_energy_j_nvml"] is not None for e in entries)},
+        "restart_overhead_s": config.cluster.restart_overhead_s,
+        "predicted_total_cost": predicted_total,
+        "measured_total_cost": measured_total,
+        "total_deviation": _deviation(measured_total, predicted_total),
+        "worst_job_deviation": max(e["deviation"] for e in entries),
+        "mean_job_deviation": statistics.fmean(e["deviation"] for e in entries),
+        "makespan_s": end,
+        "pauses": sum(e["pauses"] for e in entries),
+        "moves": sum(e["moves"] for e in entries),
+        "worst_learned_error": max(learned_errors) if learned_errors else None,
+        "prediction_history": [{"time_s": h["time"] - t0, "predicted_total": h["predicted_total"],
+                                "deviation": _deviation(measured_total, h["predicted_total"])}
+                               for h in after],
+        "jobs": entries,
+    }
+
+
+def _replay(config, planned, ids, jobs, t0, spec, result) -> dict:
+    """The same workload in the simulator, with the profiles the scheduler was given."""
+    from ..model import Job, Scenario
+    from ..policies import make_policy
+    from ..sim.engine import simulate
+
+    scenario_jobs = []
+    for p in planned:
+        j = jobs[ids[p.name]]
+        scenario_jobs.append(Job(p.name, j["submitted_at"] - t0, j["due_date"] - t0,
+                                 j["weight"], float(j["epochs"]), p.model))
+    scenario_jobs.sort(key=lambda j: (j.submit_time, j.job_id))
+    sim = simulate(Scenario(config.cluster, config.profiles, tuple(scenario_jobs), "validate"),
+                   make_policy(spec.policy, seed=spec.seed))
+    measured = {e["job"]: e for e in result["jobs"]}
+    per_job = []
+    for r in sim.jobs:
+        m = measured[r.job_id]
+        per_job.append({"job": r.job_id, "simulated_completion_s": r.completion_time,
+                        "measured_completion_s": m["measured_completion_s"],
+                        "completion_difference_s": m["measured_completion_s"] - r.completion_time,
+                        "simulated_cost": r.energy_cost + r.tardiness_cost,
+                        "measured_cost": m["measured_cost"], "simulated_restarts": r.restarts,
+                        "measured_restarts": m["runs"] - 1})
+    total = sim.summary["total_cost"]
+    return {"total_cost": total, "measured_total_cost": result["measured_total_cost"],
+            "deviation": _deviation(result["measured_total_cost"], total),
+            "makespan_s": sim.summary["makespan_s"],
+            "mean_abs_completion_difference_s": statistics.fmean(
+                abs(x["completion_difference_s"]) for x in per_job),
+            "jobs": per_job}
+
+
+def _plot(result: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    jobs = result["jobs"]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [3, 2]})
+    x = np.arange(len(jobs))
+    ax1.bar(x - 0.2, [j["predicted_cost"] for j in jobs], 0.4, label="predicted (first plan)")
+    ax1.bar(x + 0.2, [j["measured_cost"] for j in jobs], 0.4, label="measured")
+    ax1.set_xticks(x, [j["job"] for j in jobs], rotation=45, ha="right", fontsize=8)
+    ax1.set_ylabel("cost (EUR)")
+    ax1.set_title(f"Per job: worst deviation {100 * result['worst_job_deviation']:.1f} %")
+    ax1.legend()
+    hist = result["prediction_history"]
+    if hist:
+        ax2.plot([h["time_s"] for h in hist], [h["predicted_total"] for h in hist],
+                 marker=".", label="predicted total at each decision")
+    ax2.axhline(result["measured_total_cost"], color="k", ls="--", label="measured total")
+    ax2.set_xlabel("time since first submission (s)")
+    ax2.set_ylabel("cost (EUR)")
+    ax2.set_title(f"Total: deviation {100 * result['total_deviation']:.1f} % (first plans)")
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,88 @@
+"""`andreas validate` and `andreas profile` end to end, in reduced form."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TINY = """\
+import os, time
+from andreas import job
+stamps = []
+for e in range(job.resume_epoch(), job.epochs()):
+    time.sleep({sleep})
+    job.progress(e + 1)
+    stamps.append(time.time())
+with open(os.environ["ANDREAS_GPU_TYPE"] + ".stamps", "w") as f:  # its own clock, for the test
+    f.write(" ".join(map(str, stamps)))
+"""
+
+
+def andreas(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "andreas", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_profile_measures_a_known_epoch_time_within_its_spread(tmp_path):
+    script = tmp_path / "tiny.py"
+    script.write_text(TINY.format(sleep=0.2))
+    out = tmp_path / "profiles.csv"
+    out.write_text("profile,gpu_type,gpus,seconds_per_epoch\nother,a,1,9.0\n")
+    run = subprocess.run([sys.executable, "-m", "andreas", "profile", str(script), "--configs",
+                          "a:1,b:2", "--epochs", "4", "--out", str(out)], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    import csv
+
+    rows = {(r["profile"], r["gpu_type"], r["gpus"]): r for r in csv.DictReader(out.open())}
+    assert rows[("other", "a", "1")]["seconds_per_epoch"] == "9.0"  # other rows kept
+    for key in (("tiny", "a", "1"), ("tiny", "b", "2")):
+        spe, spread = float(rows[key]["seconds_per_epoch"]), float(rows[key]["spread_s"])
+        assert int(rows[key]["samples"]) == 4
+        # the epoch time the script saw on its own clock (sleep + its progress report), after
+        # the warm-up epoch, lies within the measured spread
+        stamps = [float(x) for x in (tmp_path / f"{key[1]}.stamps").read_text().split()]
+        own = [b - a for a, b in zip(stamps, stamps[1:])]
+        true = sum(own) / len(own)
+        assert abs(spe - true) <= max(3 * spread, 0.002), (spe, true, spread)
+        assert 0.2 <= spe < 0.23
+        assert float(rows[key]["startup_s"]) >= 0
+
+
+def test_profile_rejects_a_script_that_does_not_report(tmp_path):
+    script = tmp_path / "silent.py"
+    script.write_text("print('hello')\n")
+    run = andreas("profile", script, "--configs", "a:1", "--out", tmp_path / "p.csv")
+    assert run.returncode == 2 and "does it call andreas.job.progress()" in run.stderr
+    assert not (tmp_path / "p.csv").exists()
+    bad = andreas("profile", script, "--configs", "a", "--out", tmp_path / "p.csv")
+    assert bad.returncode == 2 and "TYPE:GPUS" in bad.stderr
+
+
+def test_validate_runs_end_to_end_in_reduced_form(tmp_path):
+    out = tmp_path / "v"
+    run = andreas("validate", "--jobs", 3, "--quick", "--out", out)
+    assert run.returncode == 0, run.stderr[-2000:]
+    result = json.loads((out / "validation.json").read_text())
+    assert (out / "validation.png").stat().st_size > 1000
+    jobs = result["jobs"]
+    assert len(jobs) == 3
+    predicted = sum(j["predicted_cost"] for j in jobs)
+    measured = sum(j["measured_cost"] for j in jobs)
+    assert result["predicted_total_cost"] == pytest.approx(predicted)
+    assert result["measured_total_cost"] == pytest.approx(measured)
+    assert result["total_deviation"] == pytest.approx(abs(measured - predicted) / measured)
+    assert result["worst_job_deviation"] == pytest.approx(max(j["deviation"] for j in jobs))
+    for j in jobs:
+        assert j["measured_energy_cost"] > 0 and j["predicted_energy_cost"] > 0
+        assert j["measured_completion_s"] > j["submitted_s"]
+        assert j["learned_error"] is not None and j["learned_error"] < 0.5
+    sim = result["simulated"]
+    assert {j["job"] for j in sim["jobs"]} == {j["job"] for j in jobs}
+    assert sim["total_cost"] > 0
+    # the service's own records are kept for inspection
+    assert (out / "work" / "state" / "andreas.db").exists()
+    again = andreas("validate", "--jobs", 3, "--quick", "--out", out)
+    assert again.returncode == 2 and "not empty" in again.stderr

@@ -539,6 +539,9 @@ def validate_cmd(
                   f"{100 * result['total_deviation']:.2f} %; worst job "
                   f"{100 * result['worst_job_deviation']:.2f} %; pauses {result['pauses']}, "
                   f"moves {result['moves']}")
+    at = result["prediction_deviation_at"]
+    console.print("predicted total's deviation as the run went on: " + ", ".join(
+        f"{k} {100 * v:.1f} %" for k, v in at.items()))
     if result["worst_learned_error"] is not None:
         console.print(f"learned seconds per epoch within "
                       f"{100 * result['worst_learned_error']:.2f} % of measured (worst job)")

@@ -223,13 +223,13 @@ def _progress_rows(store) -> list[tuple[str, int, float, float]]:
                 for p in s.scalars(select(ProgressRow).order_by(ProgressRow.id))]
 
 
-def _measured_spe(progress, job_id: str, run_id: int | None = None) -> float | None:
-    """The job's measured seconds per epoch (in one run, or over all): time over epochs
+def _measured_spe(progress, job_id: str, runs: set[int] | None = None) -> float | None:
+    """The job's measured seconds per epoch (over the given runs, or all): time over epochs
     between consecutive reports of a run."""
     time_sum = epochs = 0.0
     previous = None
     for j, run, t, e in progress:
-        if j != job_id or (run_id is not None and run != run_id):
+        if j != job_id or (runs is not None and run not in runs):
             continue
         if previous and previous[0] == run and e > previous[2]:
             time_sum += t - previous[1]
@@ -254,9 +254,10 @@ def _compare(spec, config, planned, ids, jobs, runs, t0, history, progress, meas
         job_runs = [r for r in runs[job_id] if r["stop_reason"] != "start-failed"]
         learned = last_spe = None
         if job_runs:  # the learned estimate for the configuration it ended on, against the
-            gpu_type = job_runs[-1]["gpu_type"]  # speed measured in that last run
+            gpu_type = job_runs[-1]["gpu_type"]  # speed measured in all its runs there
             learned = spe_profile[gpu_type] * scale * j["speed_factor"]
-            last_spe = _measured_spe(progress, job_id, job_runs[-1]["id"])
+            last_spe = _measured_spe(progress, job_id, {r["id"] for r in job_runs
+                                                        if r["gpu_type"] == gpu_type})
         entries.append({
             "job": name, "id": job_id, "model": by_name[name].model, "epochs": j["epochs"],
             "submitted_s": j["submitted_at"] - t0, "due_s": j["due_date"] - t0,
@@ -276,7 +277,7 @@ def _compare(spec, config, planned, ids, jobs, runs, t0, history, progress, meas
             "moves": sum(r["stop_reason"] == "move" for r in job_runs),
             "measured_seconds_per_epoch": spe_true,
             "learned_seconds_per_epoch": learned,
-            "last_run_seconds_per_epoch": last_spe,
+            "final_config_seconds_per_epoch": last_spe,
             "learned_error": (abs(learned - last_spe) / last_spe
                               if learned and last_spe else None),
         })
@@ -300,11 +301,23 @@ def _compare(spec, config, planned, ids, jobs, runs, t0, history, progress, meas
         "pauses": sum(e["pauses"] for e in entries),
         "moves": sum(e["moves"] for e in entries),
         "worst_learned_error": max(learned_errors) if learned_errors else None,
+        "prediction_deviation_at": _deviation_at(history, t0, end, measured_total),
         "prediction_history": [{"time_s": h["time"] - t0, "predicted_total": h["predicted_total"],
                                 "deviation": _deviation(measured_total, h["predicted_total"])}
                                for h in after],
         "jobs": entries,
     }
+
+
+def _deviation_at(history, t0: float, end: float, measured_total: float) -> dict:
+    """Deviation of the predicted workload total made at the first plan and by 25, 50, 75 %
+    of the makespan: how predictions converge as the service learns."""
+    out = {}
+    for label, fraction in (("first_plan", 0.0), ("25%", 0.25), ("50%", 0.5), ("75%", 0.75)):
+        made = [h for h in history if h["time"] - t0 <= fraction * end + 1e-9] or history[:1]
+        if made:
+            out[label] = _deviation(measured_total, made[-1]["predicted_total"])
+    return out
 
 
 def _replay(config, planned, ids, jobs, t0, spec, result) -> dict:

@@ -181,19 +181,20 @@ class Scheduler:
         """Progress the job wrote to its checkpoint dir but could not post (fallback)."""
         import json
 
+        path = self.job_dir(job.id) / "checkpoint" / "andreas-progress.json"
         try:
-            data = json.loads((self.job_dir(job.id) / "checkpoint" /
-                               "andreas-progress.json").read_text())
-            done = float(data["epochs_done"])
+            done = float(json.loads(path.read_text())["epochs_done"])
+            written = path.stat().st_mtime  # when the job wrote it, not when we looked
         except (OSError, ValueError, KeyError, TypeError):
             return
         if done > job.epochs_done + DONE_EPS:
-            self.record_progress(s, job, run, done)
+            self.record_progress(s, job, run, done, at=written)
 
-    def record_progress(self, s, job: JobRow, run: RunRow, epochs_done: float) -> bool:
-        """Store a progress report; return True when the learned speed moved enough to
-        warrant a new plan."""
-        now = self.clock()
+    def record_progress(self, s, job: JobRow, run: RunRow, epochs_done: float,
+                        at: float | None = None) -> bool:
+        """Store a progress report (made at `at`, default now); return True when the learned
+        speed moved enough to warrant a new plan."""
+        now = self.clock() if at is None else at
         job.epochs_done = min(float(job.epochs), max(0.0, epochs_done))
         s.add(ProgressRow(job_id=job.id, run_id=run.id, time=now, epochs_done=job.epochs_done))
         if not self.config.learn:

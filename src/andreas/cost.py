@@ -18,14 +18,16 @@ def tardiness_cost(weight: float, completion: float, due: float) -> float:
     return weight * max(0.0, completion - due)
 
 
-def run_energy_cost(cluster: Cluster, gpu_type: str, gpus: int, seconds: float) -> float:
-    """EUR for running `seconds` on `gpus` GPUs of a node of `gpu_type`, alone on that node.
+def run_energy_cost(cluster: Cluster, gpu_type: str, gpus: int, seconds: float,
+                    start: float = 0.0) -> float:
+    """EUR for running `seconds` from `start` on `gpus` GPUs of a node of `gpu_type`, alone on
+    that node.
 
     This is the estimate policies use to rank configurations: the job's node draws
     node_power_w[gpus-1] for the whole run, less the idle draw it would pay anyway (0 W by
-    default: nodes are off when idle).
+    default: nodes are off when idle). With a tariff, the price over the run is integrated.
     """
-    return cluster.gpu_types[gpu_type].extra_w(gpus) * seconds * cluster.eur_per_joule()
+    return cluster.energy_eur(cluster.gpu_types[gpu_type].extra_w(gpus), start, start + seconds)
 
 
 @dataclass(frozen=True)
@@ -63,10 +65,14 @@ def account_segments(cluster: Cluster, jobs: Iterable[Job],
     types = {n.name: cluster.gpu_types[n.gpu_type] for n in cluster.nodes}
     eur_per_j = cluster.eur_per_joule()
     job_joules: dict[str, float] = defaultdict(float)
-    total_joules = 0.0
+    job_eur: dict[str, float] = defaultdict(float)  # with a tariff: priced piece by piece
+    total_joules = total_eur = 0.0
+    priced = cluster.energy_eur if cluster.tariff is not None else None
     end = max(completion.values(), default=0.0)
     for node in cluster.nodes:  # idle draw: the whole span, less the busy time added below
         total_joules += types[node.name].idle_w * end
+        if priced:
+            total_eur += priced(types[node.name].idle_w, 0.0, end)
     for node, segs in by_node.items():
         # Sweep line over segment boundaries; ends sort before starts at the same instant.
         events = sorted([(s.start, 1, i) for i, s in enumerate(segs)]
@@ -79,6 +85,11 @@ def account_segments(cluster: Cluster, jobs: Iterable[Job],
                 total_joules += joules - types[node].idle_w * (t - last)
                 for s in active.values():
                     job_joules[s.job_id] += joules * s.gpus / busy
+                if priced:
+                    watts = types[node].power_w(busy)
+                    total_eur += priced(watts - types[node].idle_w, last, t)
+                    for s in active.values():
+                        job_eur[s.job_id] += priced(watts * s.gpus / busy, last, t)
             last = t
             if is_start:
                 active[i] = segs[i]
@@ -91,10 +102,11 @@ def account_segments(cluster: Cluster, jobs: Iterable[Job],
             job_tardiness[job.job_id] = tardiness_cost(job.tardiness_weight,
                                                        completion[job.job_id], job.due_date)
     return CostBreakdown(
-        energy_cost=total_joules * eur_per_j,
+        energy_cost=total_eur if priced else total_joules * eur_per_j,
         tardiness_cost=sum(job_tardiness.values()),
         energy_joules=total_joules,
-        job_energy_cost={j: e * eur_per_j for j, e in job_joules.items()},
+        job_energy_cost=dict(job_eur) if priced else {j: e * eur_per_j
+                                                      for j, e in job_joules.items()},
         job_tardiness_cost=job_tardiness,
         completion=completion,
     )

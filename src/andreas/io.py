@@ -15,7 +15,7 @@ import yaml
 
 from .catalogue import canonical_gpu, gpu_catalogue
 from .errors import ScenarioError
-from .model import Cluster, GpuType, Job, Node, Profiles, Scenario
+from .model import Cluster, GpuType, Job, Node, Profiles, Scenario, Tariff
 
 CLUSTER_FILE = "cluster.yaml"
 PROFILES_FILE = "profiles.csv"
@@ -108,7 +108,13 @@ class _Fields:
 def read_cluster(path: Path, *, require_nodes: bool = True) -> Cluster:
     """Read `cluster.yaml`; a generator template may leave out `nodes`."""
     doc = _Fields(path, _load_yaml(path))
-    price = doc.number("energy_price", minimum=0.0)
+    tariff = None
+    price_item = doc.get("energy_price")
+    if price_item is not None and isinstance(price_item.value, dict):
+        tariff = read_tariff(path, _Fields(path, price_item, "energy_price"))
+        price = tariff.mean(0.0, tariff.period_s - tariff.offset_s) if tariff.prices else 0.0
+    else:
+        price = doc.number("energy_price", minimum=0.0)
     pue = doc.number("pue", default=1.0, minimum=1.0)
     overhead = doc.number("restart_overhead_s", default=0.0, minimum=0.0)
 
@@ -159,7 +165,7 @@ def read_cluster(path: Path, *, require_nodes: bool = True) -> Cluster:
 
     if not require_nodes and doc.get("nodes") is None:
         return Cluster(_complete(path, types_item.line, gpu_types, from_catalogue, idle, []),
-                       (), price, pue, overhead)
+                       (), price, pue, overhead, tariff)
     nodes_item = doc.require("nodes")
     if not isinstance(nodes_item.value, list) or not nodes_item.value:
         raise doc.error("nodes", "expected a non-empty list of {name, gpu_type, gpus}",
@@ -193,7 +199,84 @@ def read_cluster(path: Path, *, require_nodes: bool = True) -> Cluster:
                               gpus_item.line)
         nodes.append(Node(name, gpu_type, gpus))
     return Cluster(_complete(path, types_item.line, gpu_types, from_catalogue, idle, nodes),
-                   tuple(nodes), price, pue, overhead)
+                   tuple(nodes), price, pue, overhead, tariff)
+
+
+def read_tariff(path: Path, doc: "_Fields") -> Tariff:
+    """`energy_price` as a mapping: hourly prices from a CSV (the green-dcc series: a timestamp
+    column and a price column, per MWh by default) or listed inline; negative prices allowed.
+
+        energy_price: {csv: prices.csv, start: "2023-07-12 00:00", unit: MWh, scale: 0.92}
+        energy_price: {eur_per_kwh: [0.21, 0.18, -0.02, ...], step_s: 3600, offset_s: 0}
+
+    `start` (a timestamp prefix found in the first column, or a row number from 0) is the row
+    at simulation time 0; `scale` multiplies every price (e.g. USD to EUR)."""
+    step = doc.number("step_s", default=3600.0, positive=True)
+    scale = doc.number("scale", default=1.0)
+    unit_item = doc.get("unit")
+    unit = str(unit_item.value) if unit_item is not None else None
+    if unit not in (None, "MWh", "kWh"):
+        raise doc.error(doc.name("unit"), f"expected MWh or kWh, got {unit!r}", unit_item.line)
+    inline = doc.get("eur_per_kwh")
+    if inline is not None:
+        values = inline.value if isinstance(inline.value, list) else None
+        prices = []
+        for i, v in enumerate(values or []):
+            if isinstance(v.value, bool) or not isinstance(v.value, (int, float)) \
+                    or not math.isfinite(v.value):
+                raise doc.error(f"{doc.name('eur_per_kwh')}[{i}]",
+                                f"expected a price, got {v.value!r}", v.line)
+            prices.append(float(v.value) * scale)
+        if not prices:
+            raise doc.error(doc.name("eur_per_kwh"), "expected a non-empty list of prices",
+                            inline.line)
+        offset = doc.number("offset_s", default=0.0, minimum=0.0)
+        return Tariff(tuple(prices), step, offset)
+    csv_item = doc.require("csv")
+    csv_path = path.parent / str(csv_item.value)
+    per_kwh = 1.0 if unit == "kWh" else 1e-3  # the green-dcc files are per MWh
+    stamps, prices = [], []
+    try:
+        handle = csv_path.open(newline="", encoding="utf-8")
+    except OSError:
+        raise doc.error(doc.name("csv"), f"cannot read {csv_path}", csv_item.line) from None
+    with handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if not header or len(header) < 2:
+            raise ScenarioError(csv_path, "expected a header with a timestamp and a price column",
+                                line=1)
+        column_item = doc.get("column")
+        column = str(column_item.value) if column_item is not None else header[-1].strip()
+        if column not in [h.strip() for h in header]:
+            raise ScenarioError(csv_path, f"no column {column!r}; expected one of "
+                                f"{', '.join(h.strip() for h in header)}", line=1, field=column)
+        index = [h.strip() for h in header].index(column)
+        for row in reader:
+            if not row or all(not c.strip() for c in row):
+                continue
+            prices.append(_float(csv_path, reader.line_num, column, row[index] if index < len(
+                row) else "") * per_kwh * scale)
+            stamps.append(row[0].strip())
+    if not prices:
+        raise ScenarioError(csv_path, "no prices; expected one row per step", line=2)
+    start_item = doc.get("start")
+    first = 0
+    if start_item is not None:
+        value = start_item.value
+        if isinstance(value, int) and not isinstance(value, bool):
+            first = value
+        else:
+            matches = [i for i, stamp in enumerate(stamps) if stamp.startswith(str(value))]
+            if not matches:
+                raise doc.error(doc.name("start"), f"no row of {csv_path.name} starts with "
+                                f"{str(value)!r}; expected a timestamp like {stamps[0]!r}",
+                                start_item.line)
+            first = matches[0]
+        if not 0 <= first < len(prices):
+            raise doc.error(doc.name("start"), f"expected a row from 0 to {len(prices) - 1}, "
+                            f"got {first}", start_item.line)
+    return Tariff(tuple(prices), step, first * step)
 
 
 def _complete(path: Path, line: int, *args) -> dict[str, GpuType]:
@@ -368,8 +451,12 @@ def _number(x: float) -> str:
 
 
 def cluster_document(cluster: Cluster) -> dict:
+    price: float | dict = cluster.energy_price
+    if cluster.tariff is not None:
+        t = cluster.tariff
+        price = {"eur_per_kwh": list(t.prices), "step_s": t.step_s, "offset_s": t.offset_s}
     return {
-        "energy_price": cluster.energy_price,
+        "energy_price": price,
         "pue": cluster.pue,
         "restart_overhead_s": cluster.restart_overhead_s,
         "gpu_types": {t.name: {"node_power_w": list(t.node_power_w),

@@ -6,6 +6,7 @@ service can share it without copying or defensive checks.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
@@ -34,6 +35,57 @@ class GpuType:
 
 
 @dataclass(frozen=True)
+class Tariff:
+    """A time-varying energy price: `prices[i]` (EUR per kWh, may be negative) holds from
+    `(i * step_s - offset_s)` to `((i + 1) * step_s - offset_s)` in simulation seconds, so
+    time 0 falls `offset_s` into the series. Past its end the series repeats."""
+
+    prices: tuple[float, ...]
+    step_s: float = 3600.0
+    offset_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        cumulative = [0.0]
+        for p in self.prices:
+            cumulative.append(cumulative[-1] + p * self.step_s)
+        object.__setattr__(self, "_cumulative", tuple(cumulative))
+
+    @property
+    def period_s(self) -> float:
+        return len(self.prices) * self.step_s
+
+    def price_at(self, t: float) -> float:
+        i = int(math.floor((t + self.offset_s) / self.step_s)) % len(self.prices)
+        return self.prices[i]
+
+    def _area(self, u: float) -> float:
+        """Integral of the price from series time 0 to series time `u` (EUR/kWh x s)."""
+        cycles, rest = divmod(u, self.period_s)
+        i = min(int(rest // self.step_s), len(self.prices) - 1)
+        within = self._cumulative[i] + self.prices[i] * (rest - i * self.step_s)
+        return cycles * self._cumulative[-1] + within
+
+    def integral(self, t0: float, t1: float) -> float:
+        """Integral of the price over [t0, t1] in simulation seconds (EUR/kWh x s)."""
+        return self._area(t1 + self.offset_s) - self._area(t0 + self.offset_s)
+
+    def mean(self, t0: float, t1: float) -> float:
+        return self.price_at(t0) if t1 <= t0 else self.integral(t0, t1) / (t1 - t0)
+
+    def next_change(self, t: float) -> float:
+        """The first price boundary strictly after `t`."""
+        u = t + self.offset_s
+        return (math.floor(u / self.step_s + 1e-9) + 1) * self.step_s - self.offset_s
+
+    def changes(self, t0: float, t1: float) -> list[float]:
+        out, t = [], self.next_change(t0)
+        while t < t1:
+            out.append(t)
+            t = self.next_change(t)
+        return out
+
+
+@dataclass(frozen=True)
 class Node:
     name: str
     gpu_type: str
@@ -46,16 +98,17 @@ class Cluster:
 
     gpu_types: Mapping[str, GpuType]
     nodes: tuple[Node, ...]
-    energy_price: float  # EUR per kWh
+    energy_price: float  # EUR per kWh (with a tariff: its mean, for reports)
     pue: float = 1.0
     restart_overhead_s: float = 0.0
+    tariff: Tariff | None = None  # a time-varying price; None: `energy_price` always
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gpu_types", MappingProxyType(dict(self.gpu_types)))
 
     def __reduce__(self):  # read-only mappings do not pickle; worker processes need this
         return (Cluster, (dict(self.gpu_types), self.nodes, self.energy_price, self.pue,
-                          self.restart_overhead_s))
+                          self.restart_overhead_s, self.tariff))
 
     def node_index(self, name: str) -> int:
         for i, node in enumerate(self.nodes):
@@ -63,9 +116,18 @@ class Cluster:
                 return i
         raise KeyError(name)
 
-    def eur_per_joule(self) -> float:
-        """Price of one joule drawn by IT equipment, facility overhead (PUE) included."""
-        return self.energy_price * self.pue / 3.6e6
+    def eur_per_joule(self, t0: float | None = None, t1: float | None = None) -> float:
+        """Price of one joule drawn by IT equipment, facility overhead (PUE) included; with a
+        tariff, the mean over [t0, t1] (or at t0)."""
+        if self.tariff is None or t0 is None:
+            return self.energy_price * self.pue / 3.6e6
+        return self.tariff.mean(t0, t0 if t1 is None else t1) * self.pue / 3.6e6
+
+    def energy_eur(self, watts: float, t0: float, t1: float) -> float:
+        """EUR for drawing `watts` from t0 to t1: the price integrated over the interval."""
+        if self.tariff is None:
+            return watts * (t1 - t0) * self.eur_per_joule()
+        return watts * self.tariff.integral(t0, t1) * self.pue / 3.6e6
 
 
 @dataclass(frozen=True)

@@ -234,8 +234,17 @@ def cumulative_cost_data(segments: Sequence[Segment], cluster: Cluster,
     ps = power_series(segments, cluster)
     events = sorted(completions.values())
     times = np.unique(np.concatenate([ps.times, [t for t, _ in events] or [0.0]]))
-    energy_at_bounds = np.concatenate(([0.0], np.cumsum(ps.power_w * np.diff(ps.times))))
-    energy = np.interp(times, ps.times, energy_at_bounds) * cluster.eur_per_joule()
+    if cluster.tariff is None:
+        energy_at_bounds = np.concatenate(([0.0], np.cumsum(ps.power_w * np.diff(ps.times))))
+        energy = np.interp(times, ps.times, energy_at_bounds) * cluster.eur_per_joule()
+    else:  # price changes inside a step: integrate piece by piece at every time asked for
+        steps = np.searchsorted(ps.times, times, side="right") - 1
+        bounds = np.concatenate(([0.0], np.cumsum([
+            cluster.energy_eur(w, a, b) for w, a, b in
+            zip(ps.power_w, ps.times[:-1], ps.times[1:])])))
+        energy = np.array([bounds[max(i, 0)] + (cluster.energy_eur(
+            ps.power_w[i], ps.times[i], t) if 0 <= i < len(ps.power_w) else 0.0)
+            for i, t in zip(steps, times)])
     tard_times = np.array([t for t, _ in events])
     tard_cum = np.cumsum([c for _, c in events]) if events else np.zeros(0)
     idx = np.searchsorted(tard_times, times, side="right")

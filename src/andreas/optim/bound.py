@@ -28,6 +28,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
+from ..errors import AndreasError
 from ..io import feasible_configs
 from ..model import Scenario
 from .highs import Milp, solve
@@ -70,6 +71,9 @@ class BoundResult:
 def hindsight_bound(scenario: Scenario, *, slots: int = 120, time_limit: float = 120.0,
                     horizon: float | None = None) -> BoundResult:
     cluster, profiles, jobs = scenario.cluster, scenario.profiles, scenario.jobs
+    if cluster.tariff is not None:
+        raise AndreasError("the hindsight bound assumes one energy price; this scenario has a "
+                           "time-varying energy_price (not supported by `bound` yet)")
     configs = {j.job_id: [(t, g, profiles.configs(j.profile)[(t, g)]) for t, g in
                           feasible_configs(cluster, profiles.configs(j.profile))] for j in jobs}
     t_min = {j.job_id: min(spe * j.epochs for _, _, spe in configs[j.job_id]) for j in jobs}

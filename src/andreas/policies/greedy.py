@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import AndreasError
 from .base import Plan, Snapshot, register
+from .pricing import defer_for_cheaper_hours
 from .orderings import ORDERINGS
 from .planning import Candidate, PlanningContext
 from .scoring import SCORES
@@ -43,6 +44,7 @@ class GreedyParams:
     extra_orders: tuple[str, ...] = ()
     impl: str = "fast"  # "fast": the compiled kernel; "plain": the reference Python code
     plan_restart_s: float = 0.0  # plan as if each restart lost at least this long (0: as is)
+    defer: bool = True  # with a time-varying price, let jobs with slack wait for cheap hours
 
     def __post_init__(self) -> None:
         if self.score not in SCORES:
@@ -76,7 +78,10 @@ class RandomizedGreedy:
             return {}
         ctx = PlanningContext(snapshot, self.params.plan_restart_s)
         best = self.elite(ctx)[0]
-        return ctx.to_plan(list(best.placed))
+        plan = ctx.to_plan(list(best.placed))
+        if self.params.defer and snapshot.cluster.tariff is not None:
+            plan = defer_for_cheaper_hours(snapshot, plan)
+        return plan
 
     def elite(self, ctx: PlanningContext) -> list[ScoredPlan]:
         """The best distinct plans found, cheapest first by score (iteration 0 is the
@@ -252,5 +257,5 @@ def andreas(**params: object) -> RandomizedGreedy:
           summary="the Randomized Greedy exactly as published: pressure order, proxy cost")
 def andreas_paper(**params: object) -> RandomizedGreedy:
     params = {k: v for k, v in params.items() if k in GreedyParams.__dataclass_fields__}
-    params.update(order="pressure", score="proxy")
+    params.update(order="pressure", score="proxy", defer=False)
     return RandomizedGreedy("andreas-paper", GreedyParams(**params))  # type: ignore[arg-type]

@@ -86,7 +86,7 @@ class PlanningContext:
                     time_s += v.restart_remaining_s
                 elif v.started:
                     time_s += overhead
-                energy = run_energy_cost(cluster, tname, g, time_s)
+                energy = run_energy_cost(cluster, tname, g, time_s, self.now)
                 cands.append(Candidate(t, g, time_s, energy,
                                        self.now + time_s <= v.job.due_date))
             # Cheapest that meets the due date first, then the rest fastest first.
@@ -95,6 +95,9 @@ class PlanningContext:
             self.cands.append(cands)
             self.tmin.append(min(c.time_s for c in cands))
             self.tmax.append(max(c.time_s for c in cands))
+        if cluster.tariff is not None:  # plan scores price energy at the mean over the horizon
+            self.eur_per_joule = cluster.eur_per_joule(self.now, self.now + max(self.tmax,
+                                                                                default=0.0))
         self.type_capacity = [sum(self.node_cap[n] for n in ns) for ns in self.nodes_of_type]
         self.wait_penalty = [
             WAITING_PENALTY * tardiness_cost(w, self.now + tmax, d)
@@ -172,7 +175,7 @@ class PlanningContext:
         time_s = self.moved_time(j, cand)
         return Candidate(cand.gpu_type, cand.gpus, time_s,
                          run_energy_cost(self.cluster, self.type_names[cand.gpu_type],
-                                         cand.gpus, time_s),
+                                         cand.gpus, time_s, self.now),
                          self.now + time_s <= self.due[j])
 
     def move_pays_overhead(self, j: int, cand: Candidate) -> bool:

@@ -91,6 +91,9 @@ def read_service_config(path: str | Path) -> ServiceConfig:
                         doc.get("executor").line)
     cluster_path = base / text("cluster")
     cluster = read_cluster(cluster_path, require_nodes=executor == "local")
+    if cluster.tariff is not None:
+        raise ScenarioError(cluster_path, "a time-varying energy_price is supported by the "
+                            "simulator only, for now; expected a number here", field="energy_price")
     profiles = Profiles({})
     if doc.get("profiles") is not None:
         profiles = read_profiles(base / text("profiles"), cluster)

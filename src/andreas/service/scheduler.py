@@ -134,7 +134,8 @@ class Scheduler:
     def cluster(self) -> Cluster:
         c = self.config.cluster
         nodes = tuple(Node(n.name, n.gpu_type, n.gpus) for n in self.nodes())
-        return Cluster(dict(c.gpu_types), nodes, c.energy_price, c.pue, c.restart_overhead_s)
+        return Cluster(dict(c.gpu_types), nodes, c.energy_price, c.pue, c.restart_overhead_s,
+                       c.tariff)
 
     def job_configs(self, job: JobRow, learned: bool = True) -> dict[tuple[str, int], float]:
         """Seconds per epoch by (GPU type, GPU count) for a job, scaled by what was learned."""
@@ -296,7 +297,7 @@ class Scheduler:
         if held:
             cluster = Cluster(dict(cluster.gpu_types), tuple(
                 Node(n.name, n.gpu_type, n.gpus - held.get(n.name, 0)) for n in cluster.nodes),
-                cluster.energy_price, cluster.pue, cluster.restart_overhead_s)
+                cluster.energy_price, cluster.pue, cluster.restart_overhead_s, cluster.tariff)
         return Snapshot(now, cluster, Profiles(table), tuple(views)), running
 
     FORESEEABLE = {"completion", "run-ended", "retry"}
@@ -502,7 +503,7 @@ class Scheduler:
         nodes = list(cluster.nodes) + [Node(n, extra[n + "\0type"], g) for n, g in extra.items()
                                        if not n.endswith("\0type")]
         return Cluster(dict(cluster.gpu_types), tuple(nodes), cluster.energy_price, cluster.pue,
-                       cluster.restart_overhead_s)
+                       cluster.restart_overhead_s, cluster.tariff)
 
     def shutdown(self, stop_jobs: bool = False) -> None:
         """Stop the loop; jobs keep running (and are re-adopted) unless `stop_jobs`."""

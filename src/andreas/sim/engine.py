@@ -49,6 +49,7 @@ class _JobState:
     first_start: float | None = None
     completion: float | None = None
     energy_joules: float = 0.0
+    energy_eur: float = 0.0  # with a tariff, priced interval by interval
 
     def completion_time(self, now: float) -> float:
         s = self.stretch
@@ -81,10 +82,12 @@ class SimulationResult:
     energy_joules: float
     period: float | None = None
     summary: dict = field(default_factory=dict)
+    energy_eur: float | None = None  # set with a tariff: the price integrated over time
 
     def __post_init__(self) -> None:
         cluster = self.scenario.cluster
-        energy = self.energy_joules * cluster.eur_per_joule()
+        energy = (self.energy_joules * cluster.eur_per_joule() if self.energy_eur is None
+                  else self.energy_eur)
         tardiness = sum(r.tardiness_cost for r in self.jobs)
         self.summary = {
             "policy": self.policy,
@@ -132,6 +135,8 @@ class Simulator:
         self.segments: list[Segment] = []
         self.states: dict[str, _JobState] = {}
         self.energy_joules = 0.0
+        self.energy_eur = 0.0
+        self.tariff = self.cluster.tariff
         self.scheduler_seconds = 0.0
         self.points = 0
         self.start = start
@@ -155,8 +160,11 @@ class Simulator:
             t_arrival = pending[0].submit_time if pending else math.inf
             t_done = min((s.completion_time(now) for s in running), default=math.inf)
             t_tick = next_tick if active else math.inf
-            t_next = min(t_arrival, t_done, t_tick)
-            if not running and active and not pending:
+            t_price = math.inf  # with a tariff, waiting jobs are reconsidered as prices change
+            if self.tariff is not None and len(running) < len(active):
+                t_price = self.tariff.next_change(now)
+            t_next = min(t_arrival, t_done, t_tick, t_price)
+            if not running and active and not pending and self.tariff is None:
                 raise SimulationError(
                     f"policy {self.policy.name!r} left {len(active)} job(s) waiting on an idle "
                     f"cluster at t={now:.1f}s with nothing left to wait for")
@@ -202,16 +210,20 @@ class Simulator:
         if t1 <= t0:
             return
         dt = t1 - t0
+        priced = self.cluster.energy_eur if self.tariff is not None else None
         for n, b in enumerate(self.busy):
-            if b:
-                self.energy_joules += self.node_power[n][b - 1] * dt
-            elif self.node_idle[n]:
-                self.energy_joules += self.node_idle[n] * dt
+            watts = self.node_power[n][b - 1] if b else self.node_idle[n]
+            if watts:
+                self.energy_joules += watts * dt
+                if priced:
+                    self.energy_eur += priced(watts, t0, t1)
         for s in running:
             st = s.stretch
             assert st is not None
             b = self.busy[st.node]
             s.energy_joules += self.node_power[st.node][b - 1] * dt * st.gpus / b
+            if priced:
+                s.energy_eur += priced(self.node_power[st.node][b - 1] * st.gpus / b, t0, t1)
             progress = max(0.0, t1 - max(t0, st.restart_end)) / st.seconds_per_epoch
             progress = min(progress, s.remaining)
             s.remaining -= progress
@@ -296,10 +308,12 @@ class Simulator:
                                      s.completion, tardy,
                                      tardiness_cost(job.tardiness_weight, s.completion,
                                                     job.due_date),
-                                     s.energy_joules * eur_per_j, s.restarts))
+                                     s.energy_joules * eur_per_j if self.tariff is None
+                                     else s.energy_eur, s.restarts))
         result = SimulationResult(self.policy.name, self.seed, self.scenario, self.segments,
                                   records, self.points, self.scheduler_seconds,
-                                  self.energy_joules, self.period)
+                                  self.energy_joules, self.period,
+                                  energy_eur=None if self.tariff is None else self.energy_eur)
         stats = getattr(self.policy, "stats", None)  # e.g. milp: time-outs and worst gap
         if isinstance(stats, dict):
             result.summary["policy_stats"] = dict(stats)

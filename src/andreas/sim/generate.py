@@ -100,7 +100,7 @@ def generate_paper_style(template: Template, n_nodes: int, seed: int,
     if overhead < 0:
         raise ValueError("restart overhead must be >= 0")
     cluster = Cluster(base.gpu_types, paper_nodes(base, n_nodes), base.energy_price, base.pue,
-                      overhead)
+                      overhead, base.tariff)
     rng = np.random.default_rng(seed)
     n_jobs = jobs_per_node * n_nodes + 1
     gaps = rng.exponential(lam / n_nodes, size=n_jobs - 1)

@@ -180,4 +180,4 @@ def _with_reference(cluster: Cluster) -> Cluster:
     for name, spec in gpu_catalogue().items():
         types.setdefault(name, GpuType(name, spec.node_power_w(spec.gpus_per_node)))
     return Cluster(types, cluster.nodes, cluster.energy_price, cluster.pue,
-                   cluster.restart_overhead_s)
+                   cluster.restart_overhead_s, cluster.tariff)

@@ -1,0 +1,47 @@
+"""Time-varying prices: leave a job waiting for cheaper hours when its due date allows.
+
+With an hourly tariff the cheapest configuration is not the whole story: the same run costs
+more at the evening peak than at night, and nothing at a negative price. After a policy has
+planned, `defer_for_cheaper_hours` looks at each job it would *start* now and compares its
+energy cost now with its cost if started at a later price change, no later than its latest
+start with a safety margin. If waiting saves more than `margin` of the cost, the job waits;
+the simulator wakes the policy at every price change while jobs wait, so it starts when the
+cheap hours come. Running jobs are not paused for prices (a restart has a cost of its own).
+"""
+
+from __future__ import annotations
+
+from .base import Plan, Snapshot
+
+DEFAULT_MARGIN = 0.10  # defer only for savings above 10 % of the job's energy cost now
+DEFAULT_SLACK = 0.25  # keep a quarter of the run time as a buffer before the latest start
+
+
+def defer_for_cheaper_hours(snapshot: Snapshot, plan: Plan, *, margin: float = DEFAULT_MARGIN,
+                            slack: float = DEFAULT_SLACK) -> dict:
+    cluster = snapshot.cluster
+    tariff = cluster.tariff
+    out = dict(plan)
+    if tariff is None:
+        return out
+    now = snapshot.time
+    views = {v.job_id: v for v in snapshot.jobs}
+    node_type = {n.name: n.gpu_type for n in cluster.nodes}
+    for job_id, a in plan.items():
+        view = views[job_id]
+        if view.assignment is not None:
+            continue
+        gpu_type = node_type[a.node]
+        run_s = view.remaining_epochs * snapshot.profiles.seconds_per_epoch(
+            view.job.profile, gpu_type, a.gpus)
+        if view.started:
+            run_s += cluster.restart_overhead_s
+        latest = view.job.due_date - run_s * (1.0 + slack)
+        if latest <= now:
+            continue
+        watts = cluster.gpu_types[gpu_type].extra_w(a.gpus)
+        cost_now = cluster.energy_eur(watts, now, now + run_s)
+        later = [cluster.energy_eur(watts, s, s + run_s) for s in tariff.changes(now, latest)]
+        if later and cost_now - min(later) > margin * abs(cost_now):
+            del out[job_id]
+    return out

@@ -28,10 +28,13 @@ Outside the service every call still works: the checkpoint directory defaults to
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import queue
 import signal
 import threading
+import time
 import urllib.request
 from pathlib import Path
 
@@ -105,22 +108,54 @@ def load_bytes(name: str) -> bytes | None:
         return None
 
 
-def progress(epochs_done: float) -> bool:
+def progress(epochs_done: float) -> None:
     """Record that `epochs_done` epochs are complete and checkpointed; tell the service.
 
-    The file is written first (the service reads it if the report cannot reach it), then the
-    report is posted. Returns whether the service acknowledged it.
-    """
+    The file is written first (the service reads it if a report cannot reach it); the report
+    is then posted by a background thread, so the training loop never waits for the service.
+    Reports still queued when the script ends are sent before it exits (up to 2 s)."""
     save_bytes(PROGRESS_FILE, json.dumps({"epochs_done": epochs_done}).encode())
-    url = os.environ.get("ANDREAS_PROGRESS_URL")
-    if not url:
-        return False
-    body = json.dumps({"epochs_done": epochs_done}).encode()
-    request = urllib.request.Request(url, data=body, method="POST", headers={
-        "Content-Type": "application/json",
-        "Authorization": f"Bearer {os.environ.get('ANDREAS_PROGRESS_TOKEN', '')}"})
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:
-            return 200 <= response.status < 300
-    except OSError:
-        return False
+    if os.environ.get("ANDREAS_PROGRESS_URL"):
+        _reporter().send(epochs_done)
+
+
+class _Reporter:
+    def __init__(self, url: str, token: str) -> None:
+        self.url, self.token = url, token
+        self.queue: queue.Queue = queue.Queue()
+        self.thread = threading.Thread(target=self._run, name="andreas-progress", daemon=True)
+        self.thread.start()
+        atexit.register(self.flush)
+
+    def send(self, epochs_done: float) -> None:
+        self.queue.put(epochs_done)
+
+    def _run(self) -> None:
+        while True:
+            value = self.queue.get()
+            body = json.dumps({"epochs_done": value}).encode()
+            request = urllib.request.Request(self.url, data=body, method="POST", headers={
+                "Content-Type": "application/json", "Authorization": f"Bearer {self.token}"})
+            try:
+                with urllib.request.urlopen(request, timeout=5):
+                    pass
+            except OSError:
+                pass  # the service reads the progress file instead
+            finally:
+                self.queue.task_done()
+
+    def flush(self, timeout: float = 2.0) -> None:
+        deadline = time.monotonic() + timeout
+        while self.queue.unfinished_tasks and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+
+_REPORTER: _Reporter | None = None
+
+
+def _reporter() -> _Reporter:
+    global _REPORTER
+    if _REPORTER is None:
+        _REPORTER = _Reporter(os.environ["ANDREAS_PROGRESS_URL"],
+                              os.environ.get("ANDREAS_PROGRESS_TOKEN", ""))
+    return _REPORTER

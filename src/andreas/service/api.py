@@ -118,17 +118,20 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
             raise HTTPException(409, str(exc)) from None
         return {"user": body.user, "role": body.role, "token": token}
 
-    @app.post("/jobs", tags=["jobs"], status_code=201, response_model=JobOut)
-    def submit(body: JobSubmit, user: User = Depends(current_user)):
-        now = time.time()
-        row = _validate_submission(config, body, now)
-        row.id = "job-" + uuid.uuid4().hex[:12]
-        row.owner_id = user.id
+    def accept(rows: list[JobRow], user: User) -> list[JobOut]:
+        """Store validated submissions in one transaction, wake the scheduler, show them."""
+        for row in rows:
+            row.id = "job-" + uuid.uuid4().hex[:12]
+            row.owner_id = user.id
         with store.session() as s:
-            s.add(row)
+            s.add_all(rows)
         scheduler.wake("submit")
         with store.session() as s:
-            return _job_out(s, s.get(JobRow, row.id), scheduler, measured=None)
+            return [_job_out(s, s.get(JobRow, r.id), scheduler, measured=None) for r in rows]
+
+    @app.post("/jobs", tags=["jobs"], status_code=201, response_model=JobOut)
+    def submit(body: JobSubmit, user: User = Depends(current_user)):
+        return accept([_validate_submission(config, body, time.time())], user)[0]
 
     @app.post("/jobs/batch", tags=["jobs"], status_code=201, response_model=list[JobOut])
     def submit_batch(body: list[JobSubmit], user: User = Depends(current_user)):
@@ -141,14 +144,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
                 rows.append(_validate_submission(config, item, now))
             except HTTPException as exc:
                 raise HTTPException(exc.status_code, f"job [{i}]: {exc.detail}") from None
-        for row in rows:
-            row.id = "job-" + uuid.uuid4().hex[:12]
-            row.owner_id = user.id
-        with store.session() as s:
-            s.add_all(rows)
-        scheduler.wake("submit")
-        with store.session() as s:
-            return [_job_out(s, s.get(JobRow, r.id), scheduler, measured=None) for r in rows]
+        return accept(rows, user)
 
     @app.get("/jobs", tags=["jobs"], response_model=list[JobOut])
     def list_jobs(state: str | None = Query(None, description="queued, running, paused, "

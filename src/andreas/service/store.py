@@ -94,12 +94,8 @@ class Store:
             raise AndreasError(f"unknown role {role!r}; expected admin or user")
         token = new_token()
         with self.session() as s:
-            row = s.scalar(select(User).where(User.name == user))
-            if row is None:
-                row = User(name=user, role=role, created_at=time.time())
-                s.add(row)
-                s.flush()
-            elif row.role != role:
+            row = _user(s, user, role)
+            if row.role != role:
                 raise AndreasError(f"user {user!r} exists with role {row.role!r}, not {role!r}")
             s.add(Token(user_id=row.id, token_hash=hash_token(token), created_at=time.time()))
         return token
@@ -107,11 +103,7 @@ class Store:
     def ensure_token(self, user: str, role: str, token: str) -> None:
         """Register a token chosen by the operator (e.g. from an environment variable)."""
         with self.session() as s:
-            row = s.scalar(select(User).where(User.name == user))
-            if row is None:
-                row = User(name=user, role=role, created_at=time.time())
-                s.add(row)
-                s.flush()
+            row = _user(s, user, role)
             digest = hash_token(token)
             if s.scalar(select(Token).where(Token.token_hash == digest)) is None:
                 s.add(Token(user_id=row.id, token_hash=digest, created_at=time.time()))
@@ -124,3 +116,13 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def _user(s: Session, name: str, role: str) -> User:
+    """The user called `name`, created with `role` if new."""
+    row = s.scalar(select(User).where(User.name == name))
+    if row is None:
+        row = User(name=name, role=role, created_at=time.time())
+        s.add(row)
+        s.flush()
+    return row

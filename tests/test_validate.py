@@ -78,7 +78,9 @@ def test_validate_runs_end_to_end_in_reduced_form(tmp_path):
     for j in jobs:
         assert j["measured_energy_cost"] > 0 and j["predicted_energy_cost"] > 0
         assert j["measured_completion_s"] > j["submitted_s"]
-        assert j["learned_error"] is not None and j["learned_error"] < 0.5
+        if j["final_config_seconds_per_epoch"] is not None:  # two reports on its last config
+            assert j["learned_error"] < 0.5
+    assert any(j["learned_error"] is not None for j in jobs)
     sim = result["simulated"]
     assert {j["job"] for j in sim["jobs"]} == {j["job"] for j in jobs}
     assert sim["total_cost"] > 0

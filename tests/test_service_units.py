@@ -107,3 +107,31 @@ def test_forecast_charges_restart_overhead_only_to_resumed_or_moved_jobs():
                  make_policy("fifo"))
     assert f["run"].completion == pytest.approx(50.0 + 20.0)
     assert f["res"].completion == pytest.approx(50.0 + 5.0 + 20.0)  # pays the 5 s overhead
+
+
+def test_a_job_that_finished_as_it_was_paused_counts_as_completed(tmp_path):
+    from andreas.executors.local import LocalExecutor
+    from andreas.service.api import _nodes
+    from andreas.service.db import JobRow, RunRow
+    from andreas.service.scheduler import Scheduler
+    from andreas.service.store import Store
+
+    config = read_service_config(write_service_files(tmp_path))
+    store = Store(config.database_url)
+    store.create_token("u", "user")
+    scheduler = Scheduler(config, store, LocalExecutor(_nodes(config)))
+    with store.session() as s:
+        s.add(JobRow(id="j", owner_id=1, name="j", command=["true"], epochs=3.0,
+                     submitted_at=0.0, due_date=10.0, weight=0.0, profile_name="mlp",
+                     state="running", epochs_done=3.0, cancel_requested=False,
+                     speed_factor=1.0))
+        s.add(RunRow(id=1, job_id="j", node="n1", gpu_type="fast", gpu_indices=[0],
+                     state="running", token_hash="x", started_at=0.0, epochs_at_start=0.0,
+                     stop_reason="pause"))
+    with store.session() as s:
+        job, run = s.get(JobRow, "j"), s.get(RunRow, 1)
+        scheduler._end_run(s, job, run, 0, True)  # exit 0 with every epoch done
+        assert job.state == "completed" and run.state == "ended"
+        job.state, job.epochs_done, run.state = "running", 2.0, "running"
+        scheduler._end_run(s, job, run, 0, True)  # stopped part way: a pause
+        assert job.state == "paused"

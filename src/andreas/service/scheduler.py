@@ -223,7 +223,10 @@ class Scheduler:
             if end:
                 run.energy_j = sum(end[k] - v for k, v in run.nvml_start_mj.items()) / 1000.0
         self.executor.release(run.handle)
-        if run.stop_reason == "cancel" or job.cancel_requested:
+        finished = returncode == 0 and job.epochs_done >= job.epochs - DONE_EPS
+        if finished and run.stop_reason != "cancel":  # it ended on its own, stop or not
+            job.state, job.completed_at = "completed", now
+        elif run.stop_reason == "cancel" or job.cancel_requested:
             job.state, job.message = "cancelled", "cancelled by request"
         elif run.stop_reason in ("pause", "move", "shutdown") or stop_requested:
             job.state = "paused"

@@ -12,6 +12,7 @@ It runs in its own thread, so the API stays responsive while the policy plans.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -161,7 +162,8 @@ class Scheduler:
             runs = s.scalars(select(RunRow).where(RunRow.state.in_(("starting", "running"))))
             for run in runs:
                 job = s.get(JobRow, run.job_id)
-                self._read_progress_file(s, job, run)
+                if self._read_progress_file(s, job, run):
+                    reasons.add("prediction-moved")
                 status = self.executor.status(run.handle, self.run_dir(job.id, run.id))
                 if status.alive:
                     if run.state == "starting":
@@ -178,18 +180,18 @@ class Scheduler:
             reasons.add("cancel")
         return reasons
 
-    def _read_progress_file(self, s, job: JobRow, run: RunRow) -> None:
-        """Progress the job wrote to its checkpoint dir but could not post (fallback)."""
-        import json
-
+    def _read_progress_file(self, s, job: JobRow, run: RunRow) -> bool:
+        """Progress the job wrote to its checkpoint dir but has not posted (yet, or at all);
+        True if it moved the learned speed enough to replan."""
         path = self.job_dir(job.id) / "checkpoint" / "andreas-progress.json"
         try:
             done = float(json.loads(path.read_text())["epochs_done"])
             written = path.stat().st_mtime  # when the job wrote it, not when we looked
         except (OSError, ValueError, KeyError, TypeError):
-            return
+            return False
         if done > job.epochs_done + DONE_EPS:
-            self.record_progress(s, job, run, done, at=written)
+            return self.record_progress(s, job, run, done, at=written)
+        return False
 
     def record_progress(self, s, job: JobRow, run: RunRow, epochs_done: float,
                         at: float | None = None) -> bool:
@@ -498,15 +500,14 @@ class Scheduler:
         """The cluster's nodes, plus any node that ran a job and has since left (Ray)."""
         cluster = self.cluster()
         known = {n.name for n in cluster.nodes}
-        extra = {}
+        gone: dict[str, Node] = {}
         for r in runs:
             if r.node not in known:
-                extra[r.node] = max(extra.get(r.node, 0), len(r.gpu_indices), 1)
-                extra[r.node + "\0type"] = r.gpu_type
-        nodes = list(cluster.nodes) + [Node(n, extra[n + "\0type"], g) for n, g in extra.items()
-                                       if not n.endswith("\0type")]
-        return Cluster(dict(cluster.gpu_types), tuple(nodes), cluster.energy_price, cluster.pue,
-                       cluster.restart_overhead_s, cluster.tariff)
+                gpus = max(len(r.gpu_indices), gone[r.node].gpus if r.node in gone else 1)
+                gone[r.node] = Node(r.node, r.gpu_type, gpus)
+        return Cluster(dict(cluster.gpu_types), tuple(cluster.nodes) + tuple(gone.values()),
+                       cluster.energy_price, cluster.pue, cluster.restart_overhead_s,
+                       cluster.tariff)
 
     def shutdown(self, stop_jobs: bool = False) -> None:
         """Stop the loop; jobs keep running (and are re-adopted) unless `stop_jobs`."""

@@ -42,6 +42,15 @@ def scenarios(draw):
         from dataclasses import replace
         cl = replace(cl, gpu_types={t: replace(gt, idle_w=float(draw(st.integers(
             0, int(gt.node_power_w[0]))))) for t, gt in cl.gpu_types.items()})
+    if draw(st.booleans()):  # an hourly-ish tariff (short steps), negative prices included
+        from dataclasses import replace
+
+        from andreas.model import Tariff
+        prices = tuple(draw(st.lists(st.sampled_from([-0.05, 0.0, 0.1, 0.2, 0.4]),
+                                     min_size=1, max_size=5)))
+        tariff = Tariff(prices, float(draw(st.sampled_from([60, 250]))),
+                        float(draw(st.integers(0, 100))))
+        cl = replace(cl, tariff=tariff, energy_price=sum(prices) / len(prices))
     return scenario(cl, profiles, jobs)
 
 

@@ -164,7 +164,9 @@ class Simulator:
             if self.tariff is not None and len(running) < len(active):
                 t_price = self.tariff.next_change(now)
             t_next = min(t_arrival, t_done, t_tick, t_price)
-            if not running and active and not pending and self.tariff is None:
+            # With a tariff, jobs may wait for cheaper hours, but not past their due dates.
+            if not running and active and not pending and (self.tariff is None or all(
+                    s.job.due_date <= now for s in active.values())):
                 raise SimulationError(
                     f"policy {self.policy.name!r} left {len(active)} job(s) waiting on an idle "
                     f"cluster at t={now:.1f}s with nothing left to wait for")

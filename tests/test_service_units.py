@@ -135,3 +135,11 @@ def test_a_job_that_finished_as_it_was_paused_counts_as_completed(tmp_path):
         job.state, job.epochs_done, run.state = "running", 2.0, "running"
         scheduler._end_run(s, job, run, 0, True)  # stopped part way: a pause
         assert job.state == "paused"
+
+
+def test_an_unreachable_database_is_one_clear_line(tmp_path):
+    path = write_service_files(tmp_path)
+    run = andreas("serve", "--config", path, "--database-url",
+                  "postgresql+psycopg://nobody@127.0.0.1:1/andreas")
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert "cannot open the database" in run.stderr and "Connection refused" in run.stderr

@@ -1,7 +1,8 @@
 # make demo  - set up a virtual environment, compare all policies on the paper scenario and
 #              write an HTML report to demo-out/report/report.html
 # make test  - set up and run the whole test suite
-# make bench - time whole simulations per policy; writes bench/results.md
+# make bench - time whole simulations per policy and one service decision; writes
+#              bench/results.md and bench/service.md
 # make bench-scale - Philly trace replay (needs ../shared/data); writes bench/scale.md
 PYTHON ?= python3
 VENV   := .venv
@@ -32,6 +33,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/simulate_bench.py --out bench/results.md
+	$(BIN)/python bench/service_bench.py --out bench/service.md
 
 bench-scale: $(STAMP)
 	$(BIN)/python bench/scale_bench.py --out bench/scale.md

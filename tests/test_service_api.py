@@ -96,7 +96,7 @@ def test_bad_submissions_are_refused_with_a_message(tmp_path, body, status, mess
 
 def test_jobs_run_to_completion_with_plan_nodes_logs_and_metrics(tmp_path, database_url):
     with make_client(tmp_path, database_url) as client:
-        ids = [client.post("/jobs", headers=ADMIN, json=train_job(4, priority=p)).json()["id"]
+        ids = [client.post("/jobs", headers=ADMIN, json=train_job(8, priority=p)).json()["id"]
                for p in (1, 3, 5)]
         plan = wait_for(lambda: client.get("/plan", headers=ADMIN).json()["assignments"] or None,
                         what="a plan")
@@ -109,10 +109,10 @@ def test_jobs_run_to_completion_with_plan_nodes_logs_and_metrics(tmp_path, datab
                  timeout=90, what="all jobs to complete")
         for job_id in ids:
             job = client.get(f"/jobs/{job_id}", headers=ADMIN).json()
-            assert job["epochs_done"] == 4 and job["completed_at"] >= job["first_started_at"]
+            assert job["epochs_done"] == 8 and job["completed_at"] >= job["first_started_at"]
             assert job["predicted"]["total_cost"] > 0 and job["measured"]["energy_cost"] > 0
             assert sorted(epoch_lines(client.get(f"/jobs/{job_id}/logs",
-                                                 headers=ADMIN).text)) == [1, 2, 3, 4]
+                                                 headers=ADMIN).text)) == list(range(1, 9))
         text = client.get("/metrics", headers=ADMIN).text
         assert 'andreas_jobs{state="completed"} 3' in text
         energy = float(next(line.split()[1] for line in text.splitlines()

@@ -14,6 +14,7 @@ from conftest import epoch_lines, train_job, wait_for, write_service_files
 
 TOKEN = "durable-admin"
 H = {"Authorization": f"Bearer {TOKEN}"}
+EPOCHS = 30  # long enough that both jobs still run when the service is killed mid-run
 
 
 def free_port() -> int:
@@ -72,7 +73,7 @@ def test_kill_minus_9_at_any_moment_loses_nothing(tmp_path):
     service.start()
     try:
         # moment 1: right after the submissions, before or while the first plan is applied
-        ids = [service.post("/jobs", train_job(8, samples=80000, priority=p))["id"]
+        ids = [service.post("/jobs", train_job(EPOCHS, samples=80000, priority=p))["id"]
                for p in (2, 4)]
         service.kill9()
         service.start()
@@ -105,8 +106,8 @@ def test_kill_minus_9_at_any_moment_loses_nothing(tmp_path):
             for (s1, e1), (s2, _) in zip(spans, spans[1:]):
                 assert e1 is not None and s2 >= e1, "two runs of one job overlapped"
             log = httpx.get(f"{service.url}/jobs/{job_id}/logs", headers=H, timeout=10).text
-            assert sorted(set(epoch_lines(log))) == list(range(1, 9))
-            assert len(epoch_lines(log)) == 8, "an epoch ran twice"
+            assert sorted(set(epoch_lines(log))) == list(range(1, EPOCHS + 1))
+            assert len(epoch_lines(log)) == EPOCHS, "an epoch ran twice"
     finally:
         if service.proc and service.proc.poll() is None:
             service.proc.terminate()

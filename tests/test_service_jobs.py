@@ -22,10 +22,13 @@ def test_higher_pressure_arrival_pauses_a_job_that_resumes_from_its_checkpoint(t
     config = read_service_config(write_service_files(tmp_path, nodes=ONE_NODE))
     with TestClient(create_app(config, admin_token="admin-secret")) as client:
         # two relaxed jobs fill both GPUs (the profile "one" allows one GPU per job) ...
+        # (long enough that both still run when the urgent one arrives, however slow the CI)
         relaxed = [client.post("/jobs", headers=ADMIN, json=train_job(
-            10, deadline_s=3600, profile="one", priority=1)).json()["id"] for _ in range(2)]
+            60, deadline_s=3600, profile="one", priority=1)).json()["id"] for _ in range(2)]
         wait_for(lambda: all(client.get(f"/jobs/{j}", headers=ADMIN).json()["epochs_done"] >= 2
                              for j in relaxed), what="both relaxed jobs to make progress")
+        assert all(client.get(f"/jobs/{j}", headers=ADMIN).json()["state"] == "running"
+                   for j in relaxed)
         # ... then an urgent, heavily weighted job arrives: one of them must make room
         urgent = client.post("/jobs", headers=ADMIN, json=train_job(
             3, deadline_s=4, profile="one", weight=10.0)).json()["id"]

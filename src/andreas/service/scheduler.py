@@ -317,8 +317,9 @@ class Scheduler:
         check_plan(snapshot, plan, self.policy.name)
         keep = {job_id: Assignment(run.node, len(run.gpu_indices))
                 for job_id, run in running.items()}
+        predicted = None
         if source == "policy" and set(reasons) <= {"prediction-moved"} and plan != keep:
-            plan, source = self._worth_switching(snapshot, keep, plan)
+            plan, source, predicted = self._worth_switching(snapshot, keep, plan)
         decision_s = time.perf_counter() - tic
         changed = [(job_id, run.id) for job_id, run in running.items()
                    if plan.get(job_id) != Assignment(run.node, len(run.gpu_indices))]
@@ -330,29 +331,32 @@ class Scheduler:
                   if job_id not in running or (job_id, running[job_id].id) in changed]
         for job_id, assignment in starts:
             self._start(job_id, assignment)
-        foreseen: list[ForeseenDecision] = []
-        predicted = forecast(snapshot, plan, self.forecast_policy(len(snapshot.jobs)),
-                             start_pays_overhead=True, decisions=foreseen)
-        self.foreseen = foreseen
+        predicted, self.foreseen = predicted or self._forecast(snapshot, plan)
         self._record_plan(snapshot, plan, predicted, reasons, decision_s)
         self.plan.source = source
 
-    def _predicted_total(self, snapshot: Snapshot, plan: dict) -> float:
+    def _forecast(self, snapshot: Snapshot, plan: dict) -> tuple[dict, list[ForeseenDecision]]:
+        """The rest of the queue under `plan`, and the later decisions the forecast made."""
+        foreseen: list[ForeseenDecision] = []
         predicted = forecast(snapshot, plan, self.forecast_policy(len(snapshot.jobs)),
-                             start_pays_overhead=True)
-        return sum(f.total_cost for f in predicted.values())
+                             start_pays_overhead=True, decisions=foreseen)
+        return predicted, foreseen
 
-    def _worth_switching(self, snapshot: Snapshot, keep: dict, fresh: dict) -> tuple[dict, str]:
+    def _worth_switching(self, snapshot: Snapshot, keep: dict, fresh: dict):
         """A learned speed moved: switch from the running plan to the fresh decision only if
         the forecast says it pays (by more than 1 %). Pausing and moving jobs on every change
-        of estimate would cost more in restarts than better estimates save."""
+        of estimate would cost more in restarts than better estimates save. Returns the plan,
+        where it came from, and its forecast (None: not computed yet)."""
         try:
             check_plan(snapshot, keep, self.policy.name)
         except Exception:
-            return fresh, "policy"
-        if self._predicted_total(snapshot, fresh) < 0.99 * self._predicted_total(snapshot, keep):
-            return fresh, "policy"
-        return keep, "kept"
+            return fresh, "policy", None
+        options = {name: self._forecast(snapshot, plan) for name, plan in
+                   (("policy", fresh), ("kept", keep))}
+        total = {name: sum(f.total_cost for f in o[0].values()) for name, o in options.items()}
+        if total["policy"] < 0.99 * total["kept"]:
+            return fresh, "policy", options["policy"]
+        return keep, "kept", options["kept"]
 
     FORECAST_BUDGET = 10_000  # Randomized Greedy passes x queued jobs, per forecast
 

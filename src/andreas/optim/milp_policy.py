@@ -7,8 +7,8 @@ minimising the per-decision cost (`decision_cost`):
   its whole remaining run at its share of the node's draw, g·P_n[b]/b (the node power table is
   modelled exactly through binary variables y[n, b], one per busy-GPU level), plus its tardiness
   ω·max(0, now + t − due) if it finished as planned;
-- a waiting job pays what it will still owe: the energy of its cheapest run alone on a node, plus
-  1 % so that running now wins ties, plus the paper's proxy penalty 100·ω·max(0, now + t_max −
+- a waiting job pays what it will still owe: the energy of its cheapest run alone on a node (none
+  at a negative price), plus 1 % so that running now wins ties, plus the paper's proxy penalty 100·ω·max(0, now + t_max −
   due).
 
 HiGHS solves it with a time limit, warm-started from the Randomized Greedy's plan; on time-out
@@ -30,7 +30,9 @@ Placed = list[tuple[int, Candidate] | None]
 
 def waiting_cost(ctx: PlanningContext, j: int) -> float:
     cheapest = min(c.energy_eur for c in ctx.cands[j])
-    return WAIT_ENERGY_MARGIN * cheapest + ctx.wait_penalty[j]
+    # At a negative price a job earns by running: waiting must not be credited with a run it
+    # has not made (it would beat running now on a shared node, and leave the cluster idle).
+    return WAIT_ENERGY_MARGIN * max(cheapest, 0.0) + ctx.wait_penalty[j]
 
 
 def run_cost(ctx: PlanningContext, j: int, cand: Candidate, busy: int, node: int) -> float:

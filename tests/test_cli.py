@@ -64,7 +64,7 @@ def test_simulate_writes_outputs_that_account_recomputes(tmp_path):
         "job_id,submit_time,due_date,first_start,completion_time,tardiness_s,tardiness_cost,"
         "energy_cost,restarts")
     assert (out / "segments.csv").read_text().splitlines()[0] == (
-        "job_id,node,gpu_type,gpus,start,end,epochs,phase")
+        "job_id,node,gpu_type,gpus,start,end,epochs,phase,power_limit_w,saved_w")
     check = andreas("account", sc, out)
     assert check.returncode == 0 and check.stdout.count(" ok") == 3, check.stdout
 

@@ -6,6 +6,9 @@ draw per GPU and a host share per node (each value's source is in that file).
 2020; MIT licence) for 26 models on K80, P100 and V100 at 1, 2, 4 and 8 GPUs, as seconds per
 1000 steps: one "epoch" of a catalogue profile is 1000 training steps.
 
+`data/catalogue/power_limits.csv` holds Zeus's measurements (You et al., NSDI 2023; Apache-2.0)
+as profiles with GPU power limits (docs/power-limits.md).
+
 Names are case-insensitive and aliases resolve to one canonical name, so a cluster.yaml may say
 `v100` or `Tesla-V100` and get the catalogue's power.
 """
@@ -67,3 +70,9 @@ def canonical_gpu(name: str) -> str | None:
 
 def catalogue_profiles_path() -> Path:
     return _dir() / "profiles.csv"
+
+
+def catalogue_power_limits_path() -> Path:
+    """Zeus's measurements as profiles with power limits: one GPU of P100 or V100, one profile
+    per Zeus workload, seconds per real epoch and average GPU draw at 100-250 W."""
+    return _dir() / "power_limits.csv"

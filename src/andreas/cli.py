@@ -93,7 +93,7 @@ def parse_policies(text: str) -> list[str]:
 def greedy_params(max_iterations: int, pi: float, alpha: float, beta: float,
                   elite_size: int, score: str = "lookahead", order: str = "adaptive",
                   extra_orders: str = "", milp_time_limit: float = 5.0,
-                  plan_restart_s: float = 0.0) -> dict:
+                  plan_restart_s: float = 0.0, power_limits: bool = True) -> dict:
     if max_iterations < 1 or elite_size < 1:
         raise AndreasError("--max-iterations and --elite-size must be >= 1")
     for name, v in (("--pi", pi), ("--alpha", alpha), ("--beta", beta)):
@@ -115,7 +115,8 @@ def greedy_params(max_iterations: int, pi: float, alpha: float, beta: float,
         raise AndreasError("--plan-restart-s must be >= 0 seconds")
     return dict(max_iterations=max_iterations, pi=pi, alpha=alpha, beta=beta,
                 elite_size=elite_size, score=score, order=order, extra_orders=extras,
-                milp_time_limit=milp_time_limit, plan_restart_s=plan_restart_s)
+                milp_time_limit=milp_time_limit, plan_restart_s=plan_restart_s,
+                power_limits=power_limits)
 
 
 MaxIt = typer.Option(1000, help="Randomized Greedy: most iterations per decision.")
@@ -132,6 +133,9 @@ Extra = typer.Option("", help="Randomized Greedy: also start from these orders, 
 MilpLimit = typer.Option(5.0, help="milp: HiGHS time limit per decision (s).")
 PlanRestart = typer.Option(0.0, help="Greedy policies: plan as if each restart lost at least "
                            "this many seconds (fewer moves and resizes; 0 = as the cluster says).")
+PowerLimits = typer.Option(True, "--power-limits/--no-power-limits",
+                           help="andreas policies: cap the GPUs of jobs with slack when the "
+                           "profiles give power limits (docs/power-limits.md).")
 Period = typer.Option(None, help="Also reschedule every PERIOD simulated seconds.")
 Overhead = typer.Option(None, "--restart-overhead", min=0.0,
                         help="Generated scenarios: seconds lost at each restart (default: the "
@@ -150,11 +154,12 @@ def simulate_cmd(
     max_iterations: int = MaxIt, pi: float = Pi, alpha: float = Alpha, beta: float = Beta,
     elite_size: int = Elite, score: str = Score, order: str = Order, extra_orders: str = Extra,
     milp_time_limit: float = MilpLimit, plan_restart_s: float = PlanRestart,
+    power_limits: bool = PowerLimits,
 ) -> None:
     """Simulate one policy on one scenario and write its schedule and costs."""
     parse_policies(policy)
     params = greedy_params(max_iterations, pi, alpha, beta, elite_size, score, order,
-                                extra_orders, milp_time_limit, plan_restart_s)
+                                extra_orders, milp_time_limit, plan_restart_s, power_limits)
     scenario = load_scenario(scenario_dir)
     with _progress() as bar:
         task = bar.add_task(f"{policy} on {scenario.name}", total=len(scenario.jobs))
@@ -246,12 +251,13 @@ def compare_cmd(
     max_iterations: int = MaxIt, pi: float = Pi, alpha: float = Alpha, beta: float = Beta,
     elite_size: int = Elite, score: str = Score, order: str = Order, extra_orders: str = Extra,
     milp_time_limit: float = MilpLimit, plan_restart_s: float = PlanRestart,
+    power_limits: bool = PowerLimits,
 ) -> None:
     """Run several policies on the same scenarios and print a cost table with 95 % CIs."""
     names = parse_policies(policies)
     seed_list = parse_seeds(seeds)
     params = greedy_params(max_iterations, pi, alpha, beta, elite_size, score, order,
-                                extra_orders, milp_time_limit, plan_restart_s)
+                                extra_orders, milp_time_limit, plan_restart_s, power_limits)
     if generate is not None:
         if scenario_dirs:
             raise AndreasError("give scenario directories or --generate, not both")
@@ -319,6 +325,7 @@ def sweep_cmd(
     max_iterations: int = MaxIt, pi: float = Pi, alpha: float = Alpha, beta: float = Beta,
     elite_size: int = Elite, score: str = Score, order: str = Order, extra_orders: str = Extra,
     milp_time_limit: float = MilpLimit, plan_restart_s: float = PlanRestart,
+    power_limits: bool = PowerLimits,
 ) -> None:
     """Sweep node counts × λ × instances in the paper's style; resumable."""
     from .experiments.sweep import SweepConfig, read_rows, run_sweep, write_sweep_outputs
@@ -334,7 +341,7 @@ def sweep_cmd(
     config = SweepConfig(scenario, node_list, lam_list, instances, tuple(names),
                          tuple(parse_seeds(seeds)), period,
                          greedy_params(max_iterations, pi, alpha, beta, elite_size, score, order,
-                                extra_orders, milp_time_limit, plan_restart_s))
+                                extra_orders, milp_time_limit, plan_restart_s, power_limits))
     template = load_template(scenario)
     missing = len([k for k in config.keys() if k not in read_rows(out / "sweep.csv")])
     with _progress() as bar:

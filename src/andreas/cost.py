@@ -51,7 +51,8 @@ def account_segments(cluster: Cluster, jobs: Iterable[Job],
     """Recompute every cost from the segments alone.
 
     For each node, the busy-GPU count is piecewise constant between segment boundaries; over
-    each piece the node draws node_power_w[b-1] and each job on it pays the share gpus/b.
+    each piece the node draws node_power_w[b-1] and each job on it pays the share gpus/b; a job
+    under a GPU power limit draws its segment's `saved_w` less (from its share and the node's).
     A job's completion is the end of its last run segment. A GPU type with an idle draw charges
     it (to the cluster, not to a job) whenever its nodes have no busy GPU between time 0 and the
     last completion.
@@ -78,24 +79,28 @@ def account_segments(cluster: Cluster, jobs: Iterable[Job],
         events = sorted([(s.start, 1, i) for i, s in enumerate(segs)]
                         + [(s.end, 0, i) for i, s in enumerate(segs)])
         active: dict[int, Segment] = {}
-        busy, last = 0, None
+        busy, saved, last = 0, 0.0, None
         for t, is_start, i in events:
             if busy and last is not None and t > last:
-                joules = types[node].power_w(busy) * (t - last)
-                total_joules += joules - types[node].idle_w * (t - last)
+                # A job under a power limit draws `saved_w` less than its share of the table.
+                watts = types[node].power_w(busy) - saved
+                total_joules += (watts - types[node].idle_w) * (t - last)
                 for s in active.values():
-                    job_joules[s.job_id] += joules * s.gpus / busy
+                    share = types[node].power_w(busy) * s.gpus / busy - s.saved_w
+                    job_joules[s.job_id] += share * (t - last)
+                    if priced:
+                        job_eur[s.job_id] += priced(share, last, t)
                 if priced:
-                    watts = types[node].power_w(busy)
                     total_eur += priced(watts - types[node].idle_w, last, t)
-                    for s in active.values():
-                        job_eur[s.job_id] += priced(watts * s.gpus / busy, last, t)
             last = t
             if is_start:
                 active[i] = segs[i]
                 busy += segs[i].gpus
+                saved += segs[i].saved_w
             else:
-                busy -= active.pop(i).gpus
+                gone = active.pop(i)
+                busy -= gone.gpus
+                saved = saved - gone.saved_w if active else 0.0  # no rounding residue
     job_tardiness: dict[str, float] = {}
     for job in jobs:
         if job.job_id in completion:

@@ -15,12 +15,13 @@ import yaml
 
 from .catalogue import canonical_gpu, gpu_catalogue
 from .errors import ScenarioError
-from .model import Cluster, GpuType, Job, Node, Profiles, Scenario, Tariff
+from .model import Cluster, GpuType, Job, Node, PowerLevel, Profiles, Scenario, Tariff
 
 CLUSTER_FILE = "cluster.yaml"
 PROFILES_FILE = "profiles.csv"
 WORKLOAD_FILE = "workload.csv"
 PROFILE_COLUMNS = ("profile", "gpu_type", "gpus", "seconds_per_epoch")
+POWER_LIMIT_COLUMNS = ("power_limit_w", "gpu_power_w")  # optional: see docs/power-limits.md
 WORKLOAD_COLUMNS = ("job_id", "submit_time", "due_date", "tardiness_weight", "epochs", "profile")
 
 
@@ -308,11 +309,12 @@ def _complete_types(gpu_types: dict[str, GpuType], from_catalogue: list[str],
 
 
 # --------------------------------------------------------------------------- CSV with lines
-def csv_rows(path: Path, columns: tuple[str, ...], *, pad_short: bool = False
-             ) -> Iterator[tuple[int, dict[str, str]]]:
+def csv_rows(path: Path, columns: tuple[str, ...], *, pad_short: bool = False,
+             optional: tuple[str, ...] = ()) -> Iterator[tuple[int, dict[str, str]]]:
     """Yield (line number, row of the required columns, stripped) and check the header has
     every required column. A row with too few values is an error, or with `pad_short` is
-    padded with empty values (so that the caller's field check reports or skips it)."""
+    padded with empty values (so that the caller's field check reports or skips it).
+    `optional` columns are yielded too, empty when the header lacks them."""
     try:
         handle = path.open(newline="", encoding="utf-8")
     except FileNotFoundError:
@@ -328,7 +330,8 @@ def csv_rows(path: Path, columns: tuple[str, ...], *, pad_short: bool = False
             if column not in header:
                 raise ScenarioError(path, f"missing column; expected columns {', '.join(columns)}",
                                     line=1, field=column)
-        index = {c: header.index(c) for c in columns}
+        index = {c: header.index(c) for c in columns + optional if c in header}
+        absent = {c: "" for c in optional if c not in header}
         for row in reader:
             if not row or all(not cell.strip() for cell in row):
                 continue
@@ -338,7 +341,7 @@ def csv_rows(path: Path, columns: tuple[str, ...], *, pad_short: bool = False
                     raise ScenarioError(path, f"expected {len(header)} values, got {len(row)}",
                                         line=line)
                 row = row + [""] * (len(header) - len(row))
-            yield line, {c: row[i].strip() for c, i in index.items()}
+            yield line, {**absent, **{c: row[i].strip() for c, i in index.items()}}
 
 
 def _float(path: Path, line: int, field: str, text: str) -> float:
@@ -361,8 +364,13 @@ def _int(path: Path, line: int, field: str, text: str) -> int:
 
 
 def read_profiles(path: Path, cluster: Cluster) -> Profiles:
+    """Rows of (profile, gpu_type, gpus, seconds_per_epoch); a configuration may instead have one
+    row per GPU power limit, with `power_limit_w` and the measured `gpu_power_w`: the highest
+    limit is the default (its speed is the configuration's), the others are options."""
     table: dict[str, dict[tuple[str, int], float]] = {}
-    for line, row in csv_rows(path, PROFILE_COLUMNS):
+    levels: dict[str, dict[tuple[str, int], list[PowerLevel]]] = {}
+    first_line: dict[tuple[str, tuple[str, int]], tuple[int, bool]] = {}
+    for line, row in csv_rows(path, PROFILE_COLUMNS, optional=POWER_LIMIT_COLUMNS):
         gpu_type = canonical_gpu(row["gpu_type"]) or row["gpu_type"]
         if gpu_type not in cluster.gpu_types:
             raise ScenarioError(path, f"unknown GPU type {gpu_type!r}; expected one of "
@@ -378,12 +386,40 @@ def read_profiles(path: Path, cluster: Cluster) -> Profiles:
                                 field="seconds_per_epoch")
         if not row["profile"]:
             raise ScenarioError(path, "expected a profile name", line=line, field="profile")
-        configs = table.setdefault(row["profile"], {})
-        if (gpu_type, gpus) in configs:
-            raise ScenarioError(path, f"duplicate row for ({row['profile']}, {gpu_type}, {gpus})",
-                                line=line, field="gpus")
-        configs[(gpu_type, gpus)] = spe
-    return Profiles(table)
+        config = (gpu_type, gpus)
+        limited = bool(row["power_limit_w"])
+        seen = first_line.setdefault((row["profile"], config), (line, limited))
+        if seen[1] != limited:
+            raise ScenarioError(path, f"({row['profile']}, {gpu_type}, {gpus}) mixes rows with and "
+                                f"without power_limit_w (first on line {seen[0]}); give every row "
+                                f"of a configuration its limit, the default one included",
+                                line=line, field="power_limit_w")
+        if not limited:
+            if seen[0] != line:
+                raise ScenarioError(path, f"duplicate row for ({row['profile']}, {gpu_type}, "
+                                    f"{gpus})", line=line, field="gpus")
+            table.setdefault(row["profile"], {})[config] = spe
+            continue
+        limit = _float(path, line, "power_limit_w", row["power_limit_w"])
+        if not row["gpu_power_w"]:
+            raise ScenarioError(path, "expected the measured draw per GPU at this power limit",
+                                line=line, field="gpu_power_w")
+        watts = _float(path, line, "gpu_power_w", row["gpu_power_w"])
+        if limit <= 0 or watts < 0:
+            field_name = "power_limit_w" if limit <= 0 else "gpu_power_w"
+            raise ScenarioError(path, f"expected a positive number of watts, got "
+                                f"{row[field_name]}", line=line, field=field_name)
+        known = levels.setdefault(row["profile"], {}).setdefault(config, [])
+        if any(lv.limit_w == limit for lv in known):
+            raise ScenarioError(path, f"duplicate row for ({row['profile']}, {gpu_type}, {gpus}) "
+                                f"at {limit:g} W", line=line, field="power_limit_w")
+        known.append(PowerLevel(limit, spe, watts))
+    for profile, configs in levels.items():
+        for config, known in configs.items():
+            table.setdefault(profile, {})[config] = max(known, key=lambda lv: lv.limit_w) \
+                .seconds_per_epoch
+    return Profiles(table, {p: {c: tuple(ls) for c, ls in cs.items()}
+                            for p, cs in levels.items()})
 
 
 def feasible_configs(cluster: Cluster, configs: dict[tuple[str, int], float] | Any) -> list:
@@ -474,10 +510,16 @@ def write_scenario(scenario: Scenario, directory: str | Path) -> None:
         yaml.safe_dump(cluster_document(scenario.cluster), f, sort_keys=False)
     with (directory / PROFILES_FILE).open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
-        w.writerow(PROFILE_COLUMNS)
-        for profile, configs in scenario.profiles.table.items():
+        profiles = scenario.profiles
+        w.writerow(PROFILE_COLUMNS + (POWER_LIMIT_COLUMNS if profiles.levels else ()))
+        for profile, configs in profiles.table.items():
             for (gpu_type, gpus), spe in configs.items():
-                w.writerow([profile, gpu_type, gpus, _number(spe)])
+                for lv in profiles.power_levels(profile, (gpu_type, gpus)):
+                    w.writerow([profile, gpu_type, gpus, _number(lv.seconds_per_epoch),
+                                _number(lv.limit_w), _number(lv.gpu_power_w)])
+                if not profiles.power_levels(profile, (gpu_type, gpus)):
+                    blanks = ["", ""] if profiles.levels else []
+                    w.writerow([profile, gpu_type, gpus, _number(spe)] + blanks)
     with (directory / WORKLOAD_FILE).open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(WORKLOAD_COLUMNS)

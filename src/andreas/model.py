@@ -145,23 +145,66 @@ Config = tuple[str, int]
 
 
 @dataclass(frozen=True)
+class PowerLevel:
+    """A configuration run with its GPUs capped at `limit_w` watts each, as measured (e.g. by
+    Zeus): seconds per epoch and the average draw per GPU at that cap."""
+
+    limit_w: float
+    seconds_per_epoch: float
+    gpu_power_w: float
+
+
+@dataclass(frozen=True)
 class Profiles:
-    """Seconds per epoch for each (profile, GPU type, GPU count); a missing row = not allowed."""
+    """Seconds per epoch for each (profile, GPU type, GPU count); a missing row = not allowed.
+
+    `levels` optionally lists, per profile and configuration, the GPU power limits it may run
+    at, highest first. The highest is the default: its speed is the table's, and a lower limit
+    saves the difference of the per-GPU draws on each GPU the job holds.
+    """
 
     table: Mapping[str, Mapping[Config, float]]
+    levels: Mapping[str, Mapping[Config, tuple[PowerLevel, ...]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         frozen = {p: MappingProxyType(dict(c)) for p, c in self.table.items()}
         object.__setattr__(self, "table", MappingProxyType(frozen))
+        levels = {p: MappingProxyType({c: tuple(sorted(ls, key=lambda x: -x.limit_w))
+                                       for c, ls in cs.items() if ls})
+                  for p, cs in self.levels.items()}
+        object.__setattr__(self, "levels", MappingProxyType({p: c for p, c in levels.items()
+                                                             if c}))
 
     def __reduce__(self):
-        return (Profiles, ({p: dict(c) for p, c in self.table.items()},))
+        return (Profiles, ({p: dict(c) for p, c in self.table.items()},
+                           {p: dict(c) for p, c in self.levels.items()}))
 
     def configs(self, profile: str) -> Mapping[Config, float]:
         return self.table[profile]
 
-    def seconds_per_epoch(self, profile: str, gpu_type: str, gpus: int) -> float:
-        return self.table[profile][(gpu_type, gpus)]
+    def seconds_per_epoch(self, profile: str, gpu_type: str, gpus: int,
+                          limit_w: float | None = None) -> float:
+        if limit_w is None:
+            return self.table[profile][(gpu_type, gpus)]
+        return self.level(profile, (gpu_type, gpus), limit_w).seconds_per_epoch
+
+    def power_levels(self, profile: str, config: Config) -> tuple[PowerLevel, ...]:
+        """The power limits this configuration may run at, default (highest) first; () when
+        its profile gives none."""
+        return self.levels.get(profile, {}).get(config, ())
+
+    def level(self, profile: str, config: Config, limit_w: float) -> PowerLevel:
+        for lv in self.power_levels(profile, config):
+            if lv.limit_w == limit_w:
+                return lv
+        raise KeyError(f"profile {profile!r} has no power limit {limit_w:g} W on {config}")
+
+    def saved_w(self, profile: str, config: Config, limit_w: float | None) -> float:
+        """Watts per GPU that running at `limit_w` draws below the default limit."""
+        if limit_w is None:
+            return 0.0
+        levels = self.power_levels(profile, config)
+        return levels[0].gpu_power_w - self.level(profile, config, limit_w).gpu_power_w
 
 
 @dataclass(frozen=True)
@@ -188,3 +231,5 @@ class Segment:
     end: float
     epochs: float
     phase: str = "run"
+    power_limit_w: float | None = None  # None: the GPUs' default limit
+    saved_w: float = 0.0  # watts the job's GPUs draw below the default limit's draw

@@ -144,11 +144,16 @@ def power_series(segments: Sequence[Segment], cluster: Cluster) -> PowerSeries:
     times = np.unique([t for s in segments for t in (s.start, s.end)] + ([0.0] if idle_any else []))
     k = len(times) - 1
     by_node: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(k + 1))
+    saved = np.zeros(k + 1)  # power limits: watts below the table, as a step function
     for s in segments:
         d = by_node[s.node]
-        d[np.searchsorted(times, s.start)] += s.gpus
-        d[np.searchsorted(times, s.end)] -= s.gpus
-    power = np.zeros(k)
+        i, j = np.searchsorted(times, s.start), np.searchsorted(times, s.end)
+        d[i] += s.gpus
+        d[j] -= s.gpus
+        if s.saved_w:
+            saved[i] += s.saved_w
+            saved[j] -= s.saved_w
+    power = -np.cumsum(saved)[:-1]
     busy_by_type = {t: np.zeros(k) for t in cluster.gpu_types}
     for node in cluster.nodes:
         gt = cluster.gpu_types[node.gpu_type]

@@ -16,10 +16,16 @@ from ..model import Cluster, Job, Profiles
 
 @dataclass(frozen=True)
 class Assignment:
-    """Run a job on `gpus` GPUs of node `node`."""
+    """Run a job on `gpus` GPUs of node `node`, capped at `power_limit_w` watts per GPU (None:
+    the default limit). Changing only the limit needs no restart."""
 
     node: str
     gpus: int
+    power_limit_w: float | None = None
+
+    def place(self) -> tuple[str, int]:
+        """Where it runs, whatever the power limit: what a restart depends on."""
+        return self.node, self.gpus
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,11 @@ def check_plan(snapshot: Snapshot, plan: Plan, policy_name: str) -> None:
         if config not in snapshot.profiles.configs(views[job_id].job.profile):
             raise PlanError(f"policy {policy_name!r} planned job {job_id!r} on {config}, which "
                             f"its profile does not allow")
+        if a.power_limit_w is not None and not any(
+                lv.limit_w == a.power_limit_w for lv in snapshot.profiles.power_levels(
+                    views[job_id].job.profile, config)):
+            raise PlanError(f"policy {policy_name!r} planned job {job_id!r} at a power limit of "
+                            f"{a.power_limit_w:g} W, which its profile does not give on {config}")
         used[n] += a.gpus
     for n, u in enumerate(used):
         if u > cluster.nodes[n].gpus:

@@ -18,8 +18,9 @@ import numpy as np
 
 from ..errors import AndreasError
 from .base import Plan, Snapshot, register
-from .pricing import defer_for_cheaper_hours
 from .orderings import ORDERINGS
+from .power_limits import choose_power_limits
+from .pricing import defer_for_cheaper_hours
 from .planning import Candidate, PlanningContext
 from .scoring import SCORES
 
@@ -45,6 +46,7 @@ class GreedyParams:
     impl: str = "fast"  # "fast": the compiled kernel; "plain": the reference Python code
     plan_restart_s: float = 0.0  # plan as if each restart lost at least this long (0: as is)
     defer: bool = True  # with a time-varying price, let jobs with slack wait for cheap hours
+    power_limits: bool = True  # cap the GPUs of jobs with slack when profiles give limits
 
     def __post_init__(self) -> None:
         if self.score not in SCORES:
@@ -77,11 +79,7 @@ class RandomizedGreedy:
         if not snapshot.jobs:
             return {}
         ctx = PlanningContext(snapshot, self.params.plan_restart_s)
-        best = self.elite(ctx)[0]
-        plan = ctx.to_plan(list(best.placed))
-        if self.params.defer and snapshot.cluster.tariff is not None:
-            plan = defer_for_cheaper_hours(snapshot, plan)
-        return plan
+        return refine(snapshot, ctx.to_plan(list(self.elite(ctx)[0].placed)), self.params)
 
     def elite(self, ctx: PlanningContext) -> list[ScoredPlan]:
         """The best distinct plans found, cheapest first by score (iteration 0 is the
@@ -237,6 +235,15 @@ class RandomizedGreedy:
         return cost
 
 
+def refine(snapshot: Snapshot, plan: Plan, params: GreedyParams) -> Plan:
+    """The decisions taken on a placed plan: wait for cheaper hours, then GPU power limits."""
+    if params.defer and snapshot.cluster.tariff is not None:
+        plan = defer_for_cheaper_hours(snapshot, plan)
+    if params.power_limits:
+        plan = choose_power_limits(snapshot, plan)
+    return plan
+
+
 @register("greedy", randomized=False,
           summary="ANDREAS greedy pass: pressure order, cheapest on-time configuration, best fit")
 def greedy(**params: object) -> RandomizedGreedy:
@@ -257,5 +264,5 @@ def andreas(**params: object) -> RandomizedGreedy:
           summary="the Randomized Greedy exactly as published: pressure order, proxy cost")
 def andreas_paper(**params: object) -> RandomizedGreedy:
     params = {k: v for k, v in params.items() if k in GreedyParams.__dataclass_fields__}
-    params.update(order="pressure", score="proxy", defer=False)
+    params.update(order="pressure", score="proxy", defer=False, power_limits=False)
     return RandomizedGreedy("andreas-paper", GreedyParams(**params))  # type: ignore[arg-type]

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .base import Plan, Snapshot, register
-from .greedy import GreedyParams, RandomizedGreedy
+from .greedy import GreedyParams, RandomizedGreedy, refine
 from .planning import Candidate, PlanningContext
 from .scoring import SCORES
 
@@ -179,7 +179,7 @@ class ImprovedGreedy:
         if not snapshot.jobs:
             return {}
         ctx = PlanningContext(snapshot, self.params.plan_restart_s)
-        return ctx.to_plan(self.best(ctx)[0])
+        return refine(snapshot, ctx.to_plan(self.best(ctx)[0]), self.params)
 
 
 def _params(params: dict) -> GreedyParams:

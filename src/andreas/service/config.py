@@ -97,6 +97,10 @@ def read_service_config(path: str | Path) -> ServiceConfig:
     profiles = Profiles({})
     if doc.get("profiles") is not None:
         profiles = read_profiles(base / text("profiles"), cluster)
+        if profiles.levels:
+            raise ScenarioError(base / text("profiles"), "GPU power limits are supported by the "
+                                "simulator only, for now (the executors do not set them); "
+                                "expected no power_limit_w values", field="power_limit_w")
 
     indices: dict[str, tuple[int, ...]] = {}
     item = doc.get("gpu_indices")

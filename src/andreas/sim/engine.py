@@ -37,6 +37,8 @@ class _Stretch:
     start: float
     restart_end: float  # progress starts here (start + overhead on a restart)
     epochs: float = 0.0
+    limit_w: float | None = None  # GPU power limit; None = default
+    saved_w: float = 0.0  # watts below the node table's draw for this job's GPUs
 
 
 @dataclass
@@ -132,6 +134,7 @@ class Simulator:
                            for n in self.cluster.nodes]
         self.node_idle = [self.cluster.gpu_types[n.gpu_type].idle_w for n in self.cluster.nodes]
         self.busy = [0] * len(self.node_names)
+        self.saved = [0.0] * len(self.node_names)  # watts saved by power limits, per node
         self.segments: list[Segment] = []
         self.states: dict[str, _JobState] = {}
         self.energy_joules = 0.0
@@ -197,13 +200,8 @@ class Simulator:
                 continue
             s.started = view.started
             if view.assignment is not None:
-                n = self.node_index[view.assignment.node]
-                spe = self.scenario.profiles.seconds_per_epoch(
-                    job.profile, self.cluster.nodes[n].gpu_type, view.assignment.gpus)
                 s.started, s.first_start = True, now
-                s.stretch = _Stretch(n, view.assignment.gpus, spe, now,
-                                     now + view.restart_remaining_s)
-                self.busy[n] += view.assignment.gpus
+                self._hold(s, view.assignment, now, now + view.restart_remaining_s)
         if active and not any(s.stretch for s in active.values()):
             self._decide(now, active)
 
@@ -214,7 +212,7 @@ class Simulator:
         dt = t1 - t0
         priced = self.cluster.energy_eur if self.tariff is not None else None
         for n, b in enumerate(self.busy):
-            watts = self.node_power[n][b - 1] if b else self.node_idle[n]
+            watts = self.node_power[n][b - 1] - self.saved[n] if b else self.node_idle[n]
             if watts:
                 self.energy_joules += watts * dt
                 if priced:
@@ -223,9 +221,10 @@ class Simulator:
             st = s.stretch
             assert st is not None
             b = self.busy[st.node]
-            s.energy_joules += self.node_power[st.node][b - 1] * dt * st.gpus / b
+            share = self.node_power[st.node][b - 1] * st.gpus / b - st.saved_w
+            s.energy_joules += share * dt
             if priced:
-                s.energy_eur += priced(self.node_power[st.node][b - 1] * st.gpus / b, t0, t1)
+                s.energy_eur += priced(share, t0, t1)
             progress = max(0.0, t1 - max(t0, st.restart_end)) / st.seconds_per_epoch
             progress = min(progress, s.remaining)
             s.remaining -= progress
@@ -255,6 +254,10 @@ class Simulator:
             if st is not None:
                 if target is not None and self.node_index[target.node] == st.node \
                         and target.gpus == st.gpus:
+                    if target.power_limit_w != st.limit_w:  # a new cap, no restart
+                        restart_end = st.restart_end
+                        self._close(s, now)
+                        self._hold(s, target, now, max(now, restart_end))
                     continue
                 self._close(s, now)
             if target is not None:
@@ -266,13 +269,11 @@ class Simulator:
         st = s.stretch
         if st is None:
             return JobView(s.job, s.remaining, None, s.started)
-        return JobView(s.job, s.remaining, Assignment(self.node_names[st.node], st.gpus), True,
+        return JobView(s.job, s.remaining, Assignment(self.node_names[st.node], st.gpus,
+                                                      st.limit_w), True,
                        max(0.0, st.restart_end - now))
 
     def _start(self, s: _JobState, target: Assignment, now: float) -> None:
-        n = self.node_index[target.node]
-        node = self.cluster.nodes[n]
-        spe = self.scenario.profiles.seconds_per_epoch(s.job.profile, node.gpu_type, target.gpus)
         restart_end = now
         if s.started:
             s.restarts += 1
@@ -280,8 +281,19 @@ class Simulator:
         s.started = True
         if s.first_start is None:
             s.first_start = now
-        s.stretch = _Stretch(n, target.gpus, spe, now, restart_end)
+        self._hold(s, target, now, restart_end)
+
+    def _hold(self, s: _JobState, target: Assignment, now: float, restart_end: float) -> None:
+        """Give `s` the GPUs of `target` from `now`, progressing from `restart_end`."""
+        n = self.node_index[target.node]
+        config = (self.cluster.nodes[n].gpu_type, target.gpus)
+        profiles = self.scenario.profiles
+        spe = profiles.seconds_per_epoch(s.job.profile, *config, target.power_limit_w)
+        saved = profiles.saved_w(s.job.profile, config, target.power_limit_w) * target.gpus
+        s.stretch = _Stretch(n, target.gpus, spe, now, restart_end, 0.0, target.power_limit_w,
+                             saved)
         self.busy[n] += target.gpus
+        self.saved[n] += saved
 
     def _close(self, s: _JobState, now: float) -> None:
         """End the current stretch at `now` and log its restart and run segments."""
@@ -291,11 +303,14 @@ class Simulator:
         restart_stop = min(st.restart_end, now)
         if restart_stop > st.start:
             self.segments.append(Segment(s.job.job_id, node.name, node.gpu_type, st.gpus,
-                                         st.start, restart_stop, 0.0, "restart"))
+                                         st.start, restart_stop, 0.0, "restart", st.limit_w,
+                                         st.saved_w))
         if now > st.restart_end:
             self.segments.append(Segment(s.job.job_id, node.name, node.gpu_type, st.gpus,
-                                         st.restart_end, now, st.epochs, "run"))
+                                         st.restart_end, now, st.epochs, "run", st.limit_w,
+                                         st.saved_w))
         self.busy[st.node] -= st.gpus
+        self.saved[st.node] = self.saved[st.node] - st.saved_w if self.busy[st.node] else 0.0
         s.stretch = None
 
     # ------------------------------------------------------------------ results

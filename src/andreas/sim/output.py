@@ -102,9 +102,12 @@ def _read_rows(path: str | Path, columns: tuple[str, ...], make: Callable[[dict]
 
 
 def read_segments(path: str | Path) -> list[Segment]:
-    return _read_rows(path, SEGMENT_COLUMNS, lambda row: Segment(
+    # The power-limit columns are optional: outputs written before limits existed lack them.
+    return _read_rows(path, SEGMENT_COLUMNS[:8], lambda row: Segment(
         row["job_id"], row["node"], row["gpu_type"], int(row["gpus"]), float(row["start"]),
-        float(row["end"]), float(row["epochs"]), row["phase"]))
+        float(row["end"]), float(row["epochs"]), row["phase"],
+        float(row["power_limit_w"]) if row.get("power_limit_w") else None,
+        float(row.get("saved_w") or 0.0)))
 
 
 def recompute(scenario: Scenario, out_dir: str | Path) -> CostBreakdown:

@@ -71,24 +71,33 @@ class PlanningContext:
         self.tmax: list[float] = []
         overhead = self.overhead = max(cluster.restart_overhead_s, plan_restart_s)
         self.cluster = cluster
+        now = self.now
+        flat_price = cluster.eur_per_joule() if cluster.tariff is None else None
+        hostable: dict[str, list[tuple[str, int, int, float]]] = {}  # per profile, computed once
         for v in self.views:
             current = None
             if v.assignment is not None:
                 current = (node_index[v.assignment.node], v.assignment.gpus)
             self.current.append(current)
+            configs = hostable.get(v.job.profile)
+            if configs is None:
+                configs = hostable[v.job.profile] = [
+                    (tname, type_index[tname], g, spe)
+                    for (tname, g), spe in snapshot.profiles.configs(v.job.profile).items()
+                    if tname in type_index and g <= largest[type_index[tname]]]
             cands = []
-            for (tname, g), spe in snapshot.profiles.configs(v.job.profile).items():
-                t = type_index.get(tname)
-                if t is None or g > largest[t]:
-                    continue
+            due = v.job.due_date
+            for tname, t, g, spe in configs:
                 time_s = v.remaining_epochs * spe
                 if current is not None and self.node_type[current[0]] == t and current[1] == g:
                     time_s += v.restart_remaining_s
                 elif v.started:
                     time_s += overhead
-                energy = run_energy_cost(cluster, tname, g, time_s, self.now)
-                cands.append(Candidate(t, g, time_s, energy,
-                                       self.now + time_s <= v.job.due_date))
+                if flat_price is None:
+                    energy = run_energy_cost(cluster, tname, g, time_s, now)
+                else:  # run_energy_cost's arithmetic, without its look-ups
+                    energy = self.power[t][g - 1] * ((now + time_s) - now) * flat_price
+                cands.append(Candidate(t, g, time_s, energy, now + time_s <= due))
             # Cheapest that meets the due date first, then the rest fastest first.
             cands.sort(key=lambda c: (0, c.energy_eur, c.time_s) if c.meets_due
                        else (1, c.time_s, c.energy_eur))

@@ -110,3 +110,17 @@ def test_greedy_and_andreas_share_one_implementation():
     assert isinstance(make_policy("greedy"), RandomizedGreedy)
     assert make_policy("greedy").params.max_iterations == 1
     assert make_policy("andreas", max_iterations=7).params.max_iterations == 7
+
+
+@settings(max_examples=30, deadline=None)
+@given(snapshots(), st.integers(1, 5))
+def test_pass_budget_bounds_the_passes_of_a_decision(snap, per_job):
+    """With a budget of per_job × jobs placements, only the first per_job passes are made:
+    every elite plan comes from one of them, and the same seed gives the same first passes."""
+    ctx = PlanningContext(snap)
+    n = len(ctx.job_ids)
+    budgeted = make_policy("andreas", seed=3, max_iterations=50,
+                           pass_budget=per_job * n).elite(ctx)
+    assert all(e.iteration < per_job for e in budgeted)
+    limited = make_policy("andreas", seed=3, max_iterations=per_job).elite(ctx)
+    assert [e.placed for e in budgeted] == [e.placed for e in limited]

@@ -93,7 +93,8 @@ def parse_policies(text: str) -> list[str]:
 def greedy_params(max_iterations: int, pi: float, alpha: float, beta: float,
                   elite_size: int, score: str = "lookahead", order: str = "adaptive",
                   extra_orders: str = "", milp_time_limit: float = 5.0,
-                  plan_restart_s: float = 0.0, power_limits: bool = True) -> dict:
+                  plan_restart_s: float = 0.0, power_limits: bool = True,
+                  pass_budget: int = 0) -> dict:
     if max_iterations < 1 or elite_size < 1:
         raise AndreasError("--max-iterations and --elite-size must be >= 1")
     for name, v in (("--pi", pi), ("--alpha", alpha), ("--beta", beta)):
@@ -113,10 +114,12 @@ def greedy_params(max_iterations: int, pi: float, alpha: float, beta: float,
         raise AndreasError("--milp-time-limit must be > 0 seconds")
     if plan_restart_s < 0:
         raise AndreasError("--plan-restart-s must be >= 0 seconds")
+    if pass_budget < 0:
+        raise AndreasError("--pass-budget must be >= 0 (0 = no limit)")
     return dict(max_iterations=max_iterations, pi=pi, alpha=alpha, beta=beta,
                 elite_size=elite_size, score=score, order=order, extra_orders=extras,
                 milp_time_limit=milp_time_limit, plan_restart_s=plan_restart_s,
-                power_limits=power_limits)
+                power_limits=power_limits, pass_budget=pass_budget)
 
 
 MaxIt = typer.Option(1000, help="Randomized Greedy: most iterations per decision.")
@@ -136,6 +139,9 @@ PlanRestart = typer.Option(0.0, help="Greedy policies: plan as if each restart l
 PowerLimits = typer.Option(True, "--power-limits/--no-power-limits",
                            help="andreas policies: cap the GPUs of jobs with slack when the "
                            "profiles give power limits (docs/power-limits.md).")
+PassBudget = typer.Option(0, help="Randomized Greedy: at most this many job placements "
+                          "(passes × jobs) per decision, for long queues such as trace "
+                          "replays; 0 = no limit.")
 Period = typer.Option(None, help="Also reschedule every PERIOD simulated seconds.")
 Overhead = typer.Option(None, "--restart-overhead", min=0.0,
                         help="Generated scenarios: seconds lost at each restart (default: the "
@@ -154,12 +160,13 @@ def simulate_cmd(
     max_iterations: int = MaxIt, pi: float = Pi, alpha: float = Alpha, beta: float = Beta,
     elite_size: int = Elite, score: str = Score, order: str = Order, extra_orders: str = Extra,
     milp_time_limit: float = MilpLimit, plan_restart_s: float = PlanRestart,
-    power_limits: bool = PowerLimits,
+    power_limits: bool = PowerLimits, pass_budget: int = PassBudget,
 ) -> None:
     """Simulate one policy on one scenario and write its schedule and costs."""
     parse_policies(policy)
     params = greedy_params(max_iterations, pi, alpha, beta, elite_size, score, order,
-                                extra_orders, milp_time_limit, plan_restart_s, power_limits)
+                                extra_orders, milp_time_limit, plan_restart_s, power_limits,
+                                pass_budget)
     scenario = load_scenario(scenario_dir)
     with _progress() as bar:
         task = bar.add_task(f"{policy} on {scenario.name}", total=len(scenario.jobs))
@@ -251,13 +258,14 @@ def compare_cmd(
     max_iterations: int = MaxIt, pi: float = Pi, alpha: float = Alpha, beta: float = Beta,
     elite_size: int = Elite, score: str = Score, order: str = Order, extra_orders: str = Extra,
     milp_time_limit: float = MilpLimit, plan_restart_s: float = PlanRestart,
-    power_limits: bool = PowerLimits,
+    power_limits: bool = PowerLimits, pass_budget: int = PassBudget,
 ) -> None:
     """Run several policies on the same scenarios and print a cost table with 95 % CIs."""
     names = parse_policies(policies)
     seed_list = parse_seeds(seeds)
     params = greedy_params(max_iterations, pi, alpha, beta, elite_size, score, order,
-                                extra_orders, milp_time_limit, plan_restart_s, power_limits)
+                                extra_orders, milp_time_limit, plan_restart_s, power_limits,
+                                pass_budget)
     if generate is not None:
         if scenario_dirs:
             raise AndreasError("give scenario directories or --generate, not both")
@@ -325,7 +333,7 @@ def sweep_cmd(
     max_iterations: int = MaxIt, pi: float = Pi, alpha: float = Alpha, beta: float = Beta,
     elite_size: int = Elite, score: str = Score, order: str = Order, extra_orders: str = Extra,
     milp_time_limit: float = MilpLimit, plan_restart_s: float = PlanRestart,
-    power_limits: bool = PowerLimits,
+    power_limits: bool = PowerLimits, pass_budget: int = PassBudget,
 ) -> None:
     """Sweep node counts × λ × instances in the paper's style; resumable."""
     from .experiments.sweep import SweepConfig, read_rows, run_sweep, write_sweep_outputs
@@ -341,7 +349,8 @@ def sweep_cmd(
     config = SweepConfig(scenario, node_list, lam_list, instances, tuple(names),
                          tuple(parse_seeds(seeds)), period,
                          greedy_params(max_iterations, pi, alpha, beta, elite_size, score, order,
-                                extra_orders, milp_time_limit, plan_restart_s, power_limits))
+                                extra_orders, milp_time_limit, plan_restart_s, power_limits,
+                                pass_budget))
     template = load_template(scenario)
     missing = len([k for k in config.keys() if k not in read_rows(out / "sweep.csv")])
     with _progress() as bar:

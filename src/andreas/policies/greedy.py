@@ -47,6 +47,9 @@ class GreedyParams:
     plan_restart_s: float = 0.0  # plan as if each restart lost at least this long (0: as is)
     defer: bool = True  # with a time-varying price, let jobs with slack wait for cheap hours
     power_limits: bool = True  # cap the GPUs of jobs with slack when profiles give limits
+    # At most this many job placements (passes x jobs) per decision; 0 = no limit. Bounds the
+    # decision time on long queues (a trace replay), where a pass costs as much as its jobs.
+    pass_budget: int = 0
 
     def __post_init__(self) -> None:
         if self.score not in SCORES:
@@ -54,6 +57,8 @@ class GreedyParams:
                                f"{', '.join(SCORES)}")
         if self.plan_restart_s < 0:
             raise AndreasError(f"plan_restart_s must be >= 0, got {self.plan_restart_s}")
+        if self.pass_budget < 0:
+            raise AndreasError(f"pass_budget must be >= 0, got {self.pass_budget}")
         if self.impl not in ("fast", "plain"):
             raise AndreasError(f"unknown implementation {self.impl!r}; expected fast or plain")
         for order in (self.order, *self.extra_orders):
@@ -88,6 +93,8 @@ class RandomizedGreedy:
         score = SCORES[p.score]
         order0 = ORDERINGS[p.order](ctx, list(range(len(ctx.job_ids))))
         iterations = max(1, min(p.max_iterations, self.iteration_cap(ctx)))
+        if p.pass_budget:
+            iterations = max(1, min(iterations, p.pass_budget // max(1, len(ctx.job_ids))))
         draws = self.draws(ctx, iterations)
         starts = [order0] + [ORDERINGS[o](ctx, list(range(len(ctx.job_ids))))
                              for o in p.extra_orders if iterations > 1]

@@ -105,6 +105,13 @@ def main() -> None:
         "  the host on, which a slower run pays for longer) minus what the cap saves, times the run",
         "  time, priced over the run. Changing only the limit needs no restart.",
         "",
+        "To use them, copy the file (its path: `python -c \"from andreas.catalogue import "
+        "catalogue_power_limits_path as p; print(p())\"`)",
+        "into a scenario as `profiles.csv` (or append its rows) and declare both `P100: {}` and",
+        "`V100: {}` under `gpu_types` in `cluster.yaml` (a type without nodes is allowed); the",
+        "workload names profiles such as `resnet50-imagenet-b128-adadelta`, whose epoch is a",
+        "real dataset epoch.",
+        "",
         "The simulator runs a capped job at the limit's speed and subtracts the saving from its node's",
         "draw; `segments.csv` records `power_limit_w` and `saved_w`, and `andreas account`",
         "recomputes the costs from it. `--no-power-limits` turns the choice off.",

@@ -61,12 +61,13 @@ def choose_power_limits(snapshot: Snapshot, plan: Plan, *, slack: float = DEFAUL
         marginal_w = gpu_type.extra_w(b) - (gpu_type.extra_w(b - a.gpus) if b > a.gpus else 0.0)
         best, best_eur = None, None
         for i, level in enumerate(levels):
+            limit = None if i == 0 else level.limit_w
             run_s = view.remaining_epochs * level.seconds_per_epoch
-            if i and begin + run_s * (1.0 + slack) > view.job.due_date:
+            if limit is not None and begin + run_s * (1.0 + slack) > view.job.due_date:
                 continue
-            watts = marginal_w - a.gpus * (levels[0].gpu_power_w - level.gpu_power_w)
+            watts = marginal_w - a.gpus * profiles.saved_w(view.job.profile, config, limit)
             eur = cluster.energy_eur(watts, begin, begin + run_s)
             if best_eur is None or eur < best_eur - 1e-12 * abs(best_eur):
-                best, best_eur = (None if i == 0 else level.limit_w), eur
+                best, best_eur = limit, eur
         out[view.job_id] = replace(a, power_limit_w=best)
     return out

@@ -146,6 +146,7 @@ class RandomizedGreedy:
                 unique.append(it)
         unique.sort(key=lambda it: (scores[it], it))
         elite = []
+        made: dict[tuple[int, int], Candidate] = {}  # elite plans share most candidates
         for it in unique[: p.elite_size]:
             placed: Placed = []
             for j in range(len(ctx.job_ids)):
@@ -153,7 +154,9 @@ class RandomizedGreedy:
                 if n < 0:
                     placed.append(None)
                 else:
-                    cand = ctx.cands[j][c]
+                    cand = made.get((j, c))
+                    if cand is None:
+                        cand = made[(j, c)] = ctx.table.candidate(j, c)
                     placed.append((n, ctx.as_placed(j, n, cand) if post_moved[it, j] else cand))
             elite.append(ScoredPlan(float(scores[it]), it, tuple(placed)))
         return elite
@@ -162,8 +165,10 @@ class RandomizedGreedy:
     @staticmethod
     def iteration_cap(ctx: PlanningContext) -> int:
         """nodes × jobs × GPU-count choices: more randomised passes than that mostly repeat."""
-        counts = {c.gpus for cands in ctx.cands for c in cands}
-        return len(ctx.node_names) * len(ctx.job_ids) * max(1, len(counts))
+        table = ctx.table
+        real = np.arange(table.cg.shape[1])[None, :] < table.nc[:, None]
+        counts = len(np.unique(table.cg[real]))
+        return len(ctx.node_names) * len(ctx.job_ids) * max(1, counts)
 
     def draws(self, ctx: PlanningContext, iterations: int) -> np.ndarray:
         """All uniform draws of one decision, shape (randomised passes, 3, jobs): neighbour

@@ -40,35 +40,27 @@ class Packed:
 
 
 def pack(ctx: PlanningContext) -> Packed:
+    table = ctx.table
     J = len(ctx.job_ids)
-    C = max(len(c) for c in ctx.cands)
-    ct = np.zeros((J, C), np.int64)
-    cg = np.zeros((J, C), np.int64)
-    ctime = np.zeros((J, C))
-    cen = np.zeros((J, C))
-    cmov = np.zeros((J, C), np.bool_)
-    mtime = np.zeros((J, C))
-    home = np.full(J, -1, np.int64)
-    home_g = np.zeros(J, np.int64)
-    for j, cands in enumerate(ctx.cands):
-        cur = ctx.current[j]
-        if cur is not None:
-            home[j], home_g[j] = cur
-        for c, cand in enumerate(cands):
-            ct[j, c], cg[j, c], ctime[j, c], cen[j, c] = (cand.gpu_type, cand.gpus, cand.time_s,
-                                                          cand.energy_eur)
-            mtime[j, c] = cand.time_s
-            if ctx.move_pays_overhead(j, cand):
-                cmov[j, c] = True
-                mtime[j, c] = ctx.moved_time(j, cand)
+    home = np.array([-1 if cur is None else cur[0] for cur in ctx.current], np.int64)
+    home_g = np.array([0 if cur is None else cur[1] for cur in ctx.current], np.int64)
+    # Moving a running job to another node of its own configuration pays the restart overhead
+    # (PlanningContext.move_pays_overhead / moved_time, for every candidate at once).
+    real = np.arange(table.ct.shape[1])[None, :] < table.nc[:, None]
+    node_type = np.array(ctx.node_type, np.int64)
+    home_type = np.where(home >= 0, node_type[np.maximum(home, 0)], -1)
+    cmov = (real & (ctx.overhead > 0) & (home[:, None] >= 0) & (table.cg == home_g[:, None])
+            & (table.ct == home_type[:, None]))
+    restart_left = np.array([v.restart_remaining_s for v in ctx.views], float).reshape(J, 1)
+    mtime = np.where(cmov, table.ctime - restart_left + ctx.overhead, table.ctime)
     G = max(len(p) for p in ctx.power)
     power = np.zeros((len(ctx.power), G))
     for t, p in enumerate(ctx.power):
         power[t, : len(p)] = p
-    return Packed(ct, cg, ctime, cen, cmov, mtime, np.array([len(c) for c in ctx.cands]),
+    return Packed(table.ct, table.cg, table.ctime, table.cen, cmov, mtime, table.nc,
                   home, home_g, np.array(ctx.due, float), np.array(ctx.weight, float),
                   np.array(ctx.wait_penalty, float), np.array(ctx.pressure_rank, np.int64),
-                  np.array(ctx.node_type, np.int64), np.array(ctx.node_cap, np.int64), power,
+                  node_type, np.array(ctx.node_cap, np.int64), power,
                   np.array(ctx.type_capacity, np.int64))
 
 

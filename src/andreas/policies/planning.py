@@ -7,8 +7,11 @@ dictionary look-ups of model objects.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+
+import numpy as np
 
 from ..cost import run_energy_cost, tardiness_cost
 from .base import Assignment, Plan, Snapshot
@@ -33,6 +36,106 @@ def pick_index(u: float, share: float, n: int) -> int:
     (round half up, the same in the compiled kernel)."""
     k = max(1, int(share * n + 0.5))
     return min(int(u * k), k - 1)
+
+
+class CandidateTable:
+    """Every job's candidates as [jobs, candidates] arrays, each row in the order policies try
+    them: the cheapest that meets the due date first, then the rest fastest first.
+
+    Built with numpy for all jobs at once (the same arithmetic as a per-candidate loop; with a
+    tariff, each energy is the price integrated over the candidate's own run). `Candidate`
+    objects are made only for the rows a policy looks at, so the baselines and the compiled
+    kernel never pay for them.
+    """
+
+    def __init__(self, ct, cg, ctime, cen, meets, nc) -> None:
+        self.ct, self.cg, self.ctime, self.cen, self.meets, self.nc = ct, cg, ctime, cen, meets, nc
+        if len(nc):
+            masked = np.where(np.arange(ct.shape[1])[None, :] < nc[:, None], ctime, np.nan)
+            self.tmin, self.tmax = np.nanmin(masked, axis=1), np.nanmax(masked, axis=1)
+        else:
+            self.tmin = self.tmax = np.zeros(0)
+
+    @classmethod
+    def build(cls, ctx: "PlanningContext", hostable: dict) -> "CandidateTable":
+        """All jobs at once: each job's row gathers its profile's hostable configurations."""
+        views, now = ctx.views, ctx.now
+        profiles = list(hostable)
+        J, P = len(views), len(profiles)
+        C = max((len(c) for c in hostable.values()), default=0)
+        p_type = np.zeros((P, C), np.int64)
+        p_gpus = np.zeros((P, C), np.int64)
+        p_spe = np.zeros((P, C))
+        p_watts = np.zeros((P, C))
+        p_n = np.zeros(P, np.int64)
+        for i, name in enumerate(profiles):
+            for c, (_, t, g, spe) in enumerate(hostable[name]):
+                p_type[i, c], p_gpus[i, c], p_spe[i, c] = t, g, spe
+                p_watts[i, c] = ctx.power[t][g - 1]
+            p_n[i] = len(hostable[name])
+        index = {name: i for i, name in enumerate(profiles)}
+        pidx = np.array([index[v.job.profile] for v in views], np.int64)
+        rem = np.array([v.remaining_epochs for v in views], float)
+        started = np.array([v.started for v in views], np.bool_)
+        restart_left = np.array([v.restart_remaining_s for v in views], float)
+        due = np.array(ctx.due, float)
+        node_type = np.array(ctx.node_type, np.int64)
+        cur_type = np.array([-1 if cur is None else node_type[cur[0]] for cur in ctx.current],
+                            np.int64)
+        cur_gpus = np.array([0 if cur is None else cur[1] for cur in ctx.current], np.int64)
+        ct, cg, nc = p_type[pidx], p_gpus[pidx], p_n[pidx]
+        real = np.arange(C)[None, :] < nc[:, None]
+        # run time: epochs × s/epoch, + the restart overhead of a started job, or what is left
+        # of it on its current configuration (the per-candidate loop's arithmetic, elementwise)
+        run = rem[:, None] * p_spe[pidx]
+        times = np.where(started[:, None], run + ctx.overhead, run)
+        on_current = (ct == cur_type[:, None]) & (cg == cur_gpus[:, None])
+        times = np.where(on_current, run + restart_left[:, None], times)
+        if ctx.cluster.tariff is None:
+            energy = p_watts[pidx] * ((now + times) - now) * ctx.cluster.eur_per_joule()
+        else:  # the price integrated over each candidate's own run
+            energy = np.zeros((J, C))
+            names = ctx.type_names
+            for j, c in zip(*np.nonzero(real)):
+                energy[j, c] = run_energy_cost(ctx.cluster, names[ct[j, c]], int(cg[j, c]),
+                                               float(times[j, c]), now)
+        ok = (now + times <= due[:, None]) & real
+        # (0, energy, time) when on time, else (1, time, energy), padding last; stable, as the
+        # list sort it replaces
+        miss = np.where(real, (~ok).astype(np.int64), 2)
+        order = np.lexsort((np.where(ok, times, energy), np.where(ok, energy, times), miss),
+                           axis=-1)
+        take = np.take_along_axis
+        zero = ~take(real, order, axis=1)
+        ctime = np.where(zero, 0.0, take(times, order, axis=1))
+        cen = np.where(zero, 0.0, take(energy, order, axis=1))
+        return cls(np.where(zero, 0, take(ct, order, axis=1)),
+                   np.where(zero, 0, take(cg, order, axis=1)), ctime, cen,
+                   take(ok, order, axis=1), nc)
+
+    def candidate(self, j: int, c: int) -> Candidate:
+        return Candidate(int(self.ct[j, c]), int(self.cg[j, c]), float(self.ctime[j, c]),
+                         float(self.cen[j, c]), bool(self.meets[j, c]))
+
+    def lists(self) -> "Sequence[list[Candidate]]":
+        return _LazyRows(self)
+
+
+class _LazyRows(Sequence):
+    """ctx.cands for a table: row j becomes a list of Candidate objects when first read."""
+
+    def __init__(self, table: CandidateTable) -> None:
+        self.table = table
+        self.rows: list[list[Candidate] | None] = [None] * len(table.nc)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, j):  # type: ignore[override]
+        row = self.rows[j]
+        if row is None:
+            row = self.rows[j] = [self.table.candidate(j, c) for c in range(self.table.nc[j])]
+        return row
 
 
 class PlanningContext:
@@ -66,44 +169,22 @@ class PlanningContext:
         self.due = [v.job.due_date for v in self.views]
         self.weight = [v.job.tardiness_weight for v in self.views]
         self.current: list[tuple[int, int] | None] = []
-        self.cands: list[list[Candidate]] = []
-        self.tmin: list[float] = []
-        self.tmax: list[float] = []
-        overhead = self.overhead = max(cluster.restart_overhead_s, plan_restart_s)
-        self.cluster = cluster
-        now = self.now
-        flat_price = cluster.eur_per_joule() if cluster.tariff is None else None
-        hostable: dict[str, list[tuple[str, int, int, float]]] = {}  # per profile, computed once
         for v in self.views:
-            current = None
-            if v.assignment is not None:
-                current = (node_index[v.assignment.node], v.assignment.gpus)
-            self.current.append(current)
-            configs = hostable.get(v.job.profile)
-            if configs is None:
-                configs = hostable[v.job.profile] = [
+            self.current.append(None if v.assignment is None else
+                                (node_index[v.assignment.node], v.assignment.gpus))
+        self.overhead = max(cluster.restart_overhead_s, plan_restart_s)
+        self.cluster = cluster
+        hostable: dict[str, list[tuple[str, int, int, float]]] = {}  # per profile
+        for v in self.views:
+            if v.job.profile not in hostable:
+                hostable[v.job.profile] = [
                     (tname, type_index[tname], g, spe)
                     for (tname, g), spe in snapshot.profiles.configs(v.job.profile).items()
                     if tname in type_index and g <= largest[type_index[tname]]]
-            cands = []
-            due = v.job.due_date
-            for tname, t, g, spe in configs:
-                time_s = v.remaining_epochs * spe
-                if current is not None and self.node_type[current[0]] == t and current[1] == g:
-                    time_s += v.restart_remaining_s
-                elif v.started:
-                    time_s += overhead
-                if flat_price is None:
-                    energy = run_energy_cost(cluster, tname, g, time_s, now)
-                else:  # run_energy_cost's arithmetic, without its look-ups
-                    energy = self.power[t][g - 1] * ((now + time_s) - now) * flat_price
-                cands.append(Candidate(t, g, time_s, energy, now + time_s <= due))
-            # Cheapest that meets the due date first, then the rest fastest first.
-            cands.sort(key=lambda c: (0, c.energy_eur, c.time_s) if c.meets_due
-                       else (1, c.time_s, c.energy_eur))
-            self.cands.append(cands)
-            self.tmin.append(min(c.time_s for c in cands))
-            self.tmax.append(max(c.time_s for c in cands))
+        self.table = CandidateTable.build(self, hostable)
+        self.cands = self.table.lists()
+        self.tmin = self.table.tmin.tolist()
+        self.tmax = self.table.tmax.tolist()
         if cluster.tariff is not None:  # plan scores price energy at the mean over the horizon
             self.eur_per_joule = cluster.eur_per_joule(self.now, self.now + max(self.tmax,
                                                                                 default=0.0))

@@ -137,14 +137,10 @@ class RandomizedGreedy:
             p.score == "lookahead")
         rows = np.arange(len(ctx.job_ids))
         pre_gpus = np.where(pre_cand >= 0, k.cg[rows, np.maximum(pre_cand, 0)], -1)
-        seen: set[bytes] = set()
-        unique = []
-        for it in range(len(scores)):
-            key = pre_node[it].tobytes() + pre_gpus[it].tobytes()
-            if key not in seen:
-                seen.add(key)
-                unique.append(it)
-        unique.sort(key=lambda it: (scores[it], it))
+        # Distinct plans (by pre-processing placement), first pass of each, best score first.
+        _, first = np.unique(np.concatenate([pre_node, pre_gpus], axis=1), axis=0,
+                             return_index=True)
+        unique = first[np.lexsort((first, scores[first]))].tolist()
         elite = []
         made: dict[tuple[int, int], Candidate] = {}  # elite plans share most candidates
         for it in unique[: p.elite_size]:

@@ -116,10 +116,13 @@ class Simulator:
     def __init__(self, scenario: Scenario, policy: Policy, *, period: float | None = None,
                  seed: int | None = None,
                  on_progress: Callable[[float, int, int], None] | None = None,
-                 start: float = 0.0, preset: Mapping[str, JobView] | None = None) -> None:
+                 start: float = 0.0, preset: Mapping[str, JobView] | None = None,
+                 record_decisions: bool = False) -> None:
         """`start` and `preset` let a live driver forecast from now: jobs submitted by `start`
         begin in the state their `JobView` gives (running where it has an assignment, with its
-        remaining restart overhead), and the policy is first asked at the next event."""
+        remaining restart overhead), and the policy is first asked at the next event.
+        `record_decisions` keeps every decision in `decisions` (the forecast's foreseen plans;
+        off by default: on a long trace it holds every active job at every event)."""
         if period is not None and period <= 0:
             raise AndreasError(f"--period must be > 0 seconds, got {period}")
         self.scenario = scenario
@@ -144,6 +147,7 @@ class Simulator:
         self.points = 0
         self.start = start
         self.preset = dict(preset or {})
+        self.record_decisions = record_decisions
         self.decisions: list[tuple[float, frozenset[str], dict]] = []  # (time, jobs, plan)
 
     # ------------------------------------------------------------------ main loop
@@ -245,7 +249,8 @@ class Simulator:
         plan = self.policy.decide(snapshot)
         self.scheduler_seconds += wallclock.perf_counter() - tic
         self.points += 1
-        self.decisions.append((now, frozenset(active), dict(plan)))
+        if self.record_decisions:
+            self.decisions.append((now, frozenset(active), dict(plan)))
         check_plan(snapshot, plan, self.policy.name)
         starts: list[tuple[_JobState, Assignment]] = []
         for job_id, s in active.items():

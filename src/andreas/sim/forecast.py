@@ -65,7 +65,8 @@ def forecast(snapshot: Snapshot, plan: Plan, policy: Policy, *,
     if not jobs:
         return {}
     scenario = Scenario(snapshot.cluster, snapshot.profiles, tuple(jobs), name="forecast")
-    simulator = Simulator(scenario, policy, start=0.0, preset=preset)
+    simulator = Simulator(scenario, policy, start=0.0, preset=preset,
+                          record_decisions=decisions is not None)
     result = simulator.run()
     if decisions is not None:
         decisions.extend(ForeseenDecision(now + t, jobs, plan)

@@ -84,12 +84,15 @@ class RandomizedGreedy:
         if not snapshot.jobs:
             return {}
         ctx = PlanningContext(snapshot, self.params.plan_restart_s)
-        return refine(snapshot, ctx.to_plan(list(self.elite(ctx)[0].placed)), self.params)
+        best = self.elite(ctx, size=1)[0]
+        return refine(snapshot, ctx.to_plan(list(best.placed)), self.params)
 
-    def elite(self, ctx: PlanningContext) -> list[ScoredPlan]:
-        """The best distinct plans found, cheapest first by score (iteration 0 is the
-        deterministic greedy pass, so the best is never worse than it)."""
+    def elite(self, ctx: PlanningContext, size: int | None = None) -> list[ScoredPlan]:
+        """The best distinct plans found (at most `size`, default the elite size), cheapest
+        first by score (iteration 0 is the deterministic greedy pass, so the best is never
+        worse than it)."""
         p = self.params
+        size = p.elite_size if size is None else min(size, p.elite_size)
         score = SCORES[p.score]
         order0 = ORDERINGS[p.order](ctx, list(range(len(ctx.job_ids))))
         iterations = max(1, min(p.max_iterations, self.iteration_cap(ctx)))
@@ -99,7 +102,7 @@ class RandomizedGreedy:
         starts = [order0] + [ORDERINGS[o](ctx, list(range(len(ctx.job_ids))))
                              for o in p.extra_orders if iterations > 1]
         if p.impl == "fast":
-            return self._elite_fast(ctx, starts, draws)
+            return self._elite_fast(ctx, starts, draws, size)
         seen: set[tuple] = set()
         elite: list[ScoredPlan] = []
         for it in range(max(iterations, len(starts))):
@@ -120,10 +123,10 @@ class RandomizedGreedy:
                 elite.sort(key=lambda s: (s.score, s.iteration))
                 del elite[p.elite_size:]
         elite.sort(key=lambda s: (s.score, s.iteration))
-        return elite[: p.elite_size]
+        return elite[:size]
 
     def _elite_fast(self, ctx: PlanningContext, starts: list[list[int]],
-                    draws: np.ndarray) -> list[ScoredPlan]:
+                    draws: np.ndarray, size: int) -> list[ScoredPlan]:
         """The same passes as the plain loop, run by the compiled kernel."""
         from .kernel import pack, run_iterations
 
@@ -137,23 +140,26 @@ class RandomizedGreedy:
             p.score == "lookahead")
         rows = np.arange(len(ctx.job_ids))
         pre_gpus = np.where(pre_cand >= 0, k.cg[rows, np.maximum(pre_cand, 0)], -1)
-        # Distinct plans (by pre-processing placement), first pass of each, best score first.
-        _, first = np.unique(np.concatenate([pre_node, pre_gpus], axis=1), axis=0,
-                             return_index=True)
-        unique = first[np.lexsort((first, scores[first]))].tolist()
+        seen: set[bytes] = set()
+        unique = []
+        for it in range(len(scores)):
+            key = pre_node[it].tobytes() + pre_gpus[it].tobytes()
+            if key not in seen:
+                seen.add(key)
+                unique.append(it)
+        unique.sort(key=lambda it: (scores[it], it))
+        table = ctx.table
         elite = []
-        made: dict[tuple[int, int], Candidate] = {}  # elite plans share most candidates
-        for it in unique[: p.elite_size]:
-            placed: Placed = []
-            for j in range(len(ctx.job_ids)):
-                n, c = int(post_node[it, j]), int(post_cand[it, j])
-                if n < 0:
-                    placed.append(None)
-                else:
-                    cand = made.get((j, c))
-                    if cand is None:
-                        cand = made[(j, c)] = ctx.table.candidate(j, c)
-                    placed.append((n, ctx.as_placed(j, n, cand) if post_moved[it, j] else cand))
+        for it in unique[:size]:
+            placed: Placed = [None] * len(ctx.job_ids)
+            jobs = np.nonzero(post_node[it] >= 0)[0]
+            cols = post_cand[it, jobs]
+            for j, n, moved, cand in zip(
+                    jobs.tolist(), post_node[it, jobs].tolist(), post_moved[it, jobs].tolist(),
+                    map(Candidate, table.ct[jobs, cols].tolist(), table.cg[jobs, cols].tolist(),
+                        table.ctime[jobs, cols].tolist(), table.cen[jobs, cols].tolist(),
+                        table.meets[jobs, cols].tolist())):
+                placed[j] = (n, ctx.as_placed(j, n, cand) if moved else cand)
             elite.append(ScoredPlan(float(scores[it]), it, tuple(placed)))
         return elite
 

@@ -157,6 +157,9 @@ def simulate_cmd(
     seed: int = typer.Option(1, help="Seed of a randomised policy."),
     out: Path = typer.Option(..., help="Output directory (summary.json, jobs.csv, segments.csv)."),
     period: Optional[float] = Period,
+    period_only: bool = typer.Option(False, help="Reschedule only every --period seconds "
+                                     "(rounds, as Gavel does), not at each arrival and "
+                                     "completion: bounded decisions on long traces."),
     max_iterations: int = MaxIt, pi: float = Pi, alpha: float = Alpha, beta: float = Beta,
     elite_size: int = Elite, score: str = Score, order: str = Order, extra_orders: str = Extra,
     milp_time_limit: float = MilpLimit, plan_restart_s: float = PlanRestart,
@@ -172,7 +175,8 @@ def simulate_cmd(
         task = bar.add_task(f"{policy} on {scenario.name}", total=len(scenario.jobs))
         result = simulate(scenario, make_policy(policy, seed=seed, **params), period=period,
                           seed=seed if POLICIES[policy].randomized else None,
-                          on_progress=lambda t, done, total: bar.update(task, completed=done))
+                          on_progress=lambda t, done, total: bar.update(task, completed=done),
+                          period_only=period_only)
     write_result(result, out)
     s = result.summary
     console.print(f"{policy}: total {s['total_cost']:.4f} EUR = energy {s['energy_cost']:.4f} + "

@@ -117,14 +117,19 @@ class Simulator:
                  seed: int | None = None,
                  on_progress: Callable[[float, int, int], None] | None = None,
                  start: float = 0.0, preset: Mapping[str, JobView] | None = None,
-                 record_decisions: bool = False) -> None:
+                 record_decisions: bool = False, period_only: bool = False) -> None:
         """`start` and `preset` let a live driver forecast from now: jobs submitted by `start`
         begin in the state their `JobView` gives (running where it has an assignment, with its
         remaining restart overhead), and the policy is first asked at the next event.
         `record_decisions` keeps every decision in `decisions` (the forecast's foreseen plans;
-        off by default: on a long trace it holds every active job at every event)."""
+        off by default: on a long trace it holds every active job at every event).
+        `period_only` asks the policy only at the period's ticks (round-based, as Gavel does),
+        not at every arrival and completion: a bounded number of decisions on long traces."""
         if period is not None and period <= 0:
             raise AndreasError(f"--period must be > 0 seconds, got {period}")
+        if period_only and period is None:
+            raise AndreasError("--period-only needs --period")
+        self.period_only = period_only
         self.scenario = scenario
         self.cluster = scenario.cluster
         self.policy = policy
@@ -158,6 +163,7 @@ class Simulator:
         total = len(pending)
         now = self.start
         next_tick = self.period if self.period else math.inf
+        decided = True
         if self.preset:
             self._apply_preset(pending, active, now)
             if self.period:
@@ -172,8 +178,9 @@ class Simulator:
                 t_price = self.tariff.next_change(now)
             t_next = min(t_arrival, t_done, t_tick, t_price)
             # With a tariff, jobs may wait for cheaper hours, but not past their due dates.
-            if not running and active and not pending and (self.tariff is None or all(
-                    s.job.due_date <= now for s in active.values())):
+            # (Between rounds the policy has not been asked yet: the next tick is ahead.)
+            if not running and active and not pending and decided and (
+                    self.tariff is None or all(s.job.due_date <= now for s in active.values())):
                 raise SimulationError(
                     f"policy {self.policy.name!r} left {len(active)} job(s) waiting on an idle "
                     f"cluster at t={now:.1f}s with nothing left to wait for")
@@ -189,7 +196,8 @@ class Simulator:
                 active[job.job_id] = self.states[job.job_id] = _JobState(job, job.epochs)
             if self.period:
                 next_tick = (math.floor(now / self.period + EPS) + 1) * self.period
-            if active:
+            decided = bool(active) and (not self.period_only or t_next == t_tick)
+            if decided:
                 self._decide(now, active)
             if self.on_progress:
                 self.on_progress(now, len(done), total)
@@ -344,6 +352,8 @@ class Simulator:
 
 def simulate(scenario: Scenario, policy: Policy, *, period: float | None = None,
              seed: int | None = None,
-             on_progress: Callable[[float, int, int], None] | None = None) -> SimulationResult:
+             on_progress: Callable[[float, int, int], None] | None = None,
+             period_only: bool = False) -> SimulationResult:
     """Simulate `policy` on `scenario` and return segments, per-job records and the summary."""
-    return Simulator(scenario, policy, period=period, seed=seed, on_progress=on_progress).run()
+    return Simulator(scenario, policy, period=period, seed=seed, on_progress=on_progress,
+                     period_only=period_only).run()

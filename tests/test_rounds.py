@@ -1,0 +1,46 @@
+"""Round-based rescheduling (`period_only`): the policy is asked only at the period's ticks."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from andreas.errors import AndreasError
+from andreas.policies import make_policy, policy_names
+from andreas.sim.engine import simulate
+from helpers import cluster, job, scenario
+from test_invariants import check_invariants, scenarios
+
+
+def test_jobs_start_at_the_next_round_by_hand():
+    # One 1-GPU node, 10 s per epoch, rounds every 10 s. j1 arrives at 3, starts at the round
+    # at 10 and ends at 20 (1 epoch); j2 arrives at 12 and waits for the round at 20 (its
+    # GPU is busy at 20 only until j1 ends then: j1 ends exactly at 20, so j2 starts at 20).
+    # j3 arrives at 21, starts at 30. Decisions: rounds at 10, 20, 30 (and none at arrivals).
+    sc = scenario(cluster([("n0", "A", 1)], {"A": [100]}), {"p": {("A", 1): 10.0}},
+                  [job("j1", submit=3, epochs=1), job("j2", submit=12, epochs=1),
+                   job("j3", submit=21, epochs=0.5)])
+    result = simulate(sc, make_policy("fifo"), period=10.0, period_only=True)
+    starts = {r.job_id: (r.first_start, r.completion_time) for r in result.jobs}
+    assert starts == {"j1": (10.0, 20.0), "j2": (20.0, 30.0), "j3": (30.0, 35.0)}
+    assert result.rescheduling_points == 3
+    # Every event reschedules without rounds: j1 starts at once.
+    eager = simulate(sc, make_policy("fifo"), period=10.0)
+    assert next(r for r in eager.jobs if r.job_id == "j1").first_start == 3.0
+
+
+def test_period_only_needs_a_period():
+    sc = scenario(cluster([("n0", "A", 1)], {"A": [100]}), {"p": {("A", 1): 10.0}},
+                  [job("j1")])
+    with pytest.raises(AndreasError, match="--period-only needs --period"):
+        simulate(sc, make_policy("fifo"), period_only=True)
+
+
+@settings(max_examples=30, deadline=None)
+@given(scenarios(), st.sampled_from(policy_names()), st.sampled_from([25.0, 100.0]))
+def test_round_based_simulations_keep_the_invariants(sc, policy, period):
+    result = simulate(sc, make_policy(policy, seed=1, max_iterations=20), period=period,
+                      period_only=True)
+    check_invariants(sc, result)
+    assert all(r.first_start % period == pytest.approx(0.0, abs=1e-6)
+               or r.first_start % period == pytest.approx(period, abs=1e-6)
+               for r in result.jobs)

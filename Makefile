@@ -3,7 +3,8 @@
 # make test  - set up and run the whole test suite
 # make bench - time whole simulations per policy and one service decision; writes
 #              bench/results.md and bench/service.md
-# make bench-scale - Philly trace replay (needs ../shared/data); writes bench/scale.md
+# make bench-scale - the whole Philly trace with every policy in 300 s rounds (needs
+#              ../shared/data; about an hour); writes bench/scale.md
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin

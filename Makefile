@@ -3,8 +3,8 @@
 # make test  - set up and run the whole test suite
 # make bench - time whole simulations per policy and one service decision; writes
 #              bench/results.md and bench/service.md
-# make bench-scale - the whole Philly trace with every policy in 300 s rounds (needs
-#              ../shared/data; about an hour); writes bench/scale.md
+# make bench-scale - the whole Philly trace with every fast policy in 300 s rounds (needs
+#              ../shared/data; about 20 minutes); writes bench/scale.md
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin

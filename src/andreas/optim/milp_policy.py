@@ -8,7 +8,7 @@ minimising the per-decision cost (`decision_cost`):
   modelled exactly through binary variables y[n, b], one per busy-GPU level), plus its tardiness
   ω·max(0, now + t − due) if it finished as planned;
 - a waiting job pays what it will still owe: the energy of its cheapest run alone on a node (none
-  at a negative price), plus 1 % so that running now wins ties, plus the paper's proxy penalty 100·ω·max(0, now + t_max −
+  at a negative price), plus 1 % and 1e-6 EUR so that running now wins ties, plus the paper's proxy penalty 100·ω·max(0, now + t_max −
   due).
 
 HiGHS solves it with a time limit, warm-started from the Randomized Greedy's plan; on time-out
@@ -24,6 +24,7 @@ from ..policies.greedy import GreedyParams, RandomizedGreedy
 from ..policies.planning import Candidate, PlanningContext
 
 WAIT_ENERGY_MARGIN = 1.01
+WAIT_TIE_EUR = 1e-6  # and a micro-euro: running wins when running adds nothing (a node at idle draw)
 
 Placed = list[tuple[int, Candidate] | None]
 
@@ -32,7 +33,7 @@ def waiting_cost(ctx: PlanningContext, j: int) -> float:
     cheapest = min(c.energy_eur for c in ctx.cands[j])
     # At a negative price a job earns by running: waiting must not be credited with a run it
     # has not made (it would beat running now on a shared node, and leave the cluster idle).
-    return WAIT_ENERGY_MARGIN * max(cheapest, 0.0) + ctx.wait_penalty[j]
+    return WAIT_ENERGY_MARGIN * max(cheapest, 0.0) + WAIT_TIE_EUR + ctx.wait_penalty[j]
 
 
 def run_cost(ctx: PlanningContext, j: int, cand: Candidate, busy: int, node: int) -> float:

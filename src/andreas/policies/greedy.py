@@ -167,9 +167,7 @@ class RandomizedGreedy:
     @staticmethod
     def iteration_cap(ctx: PlanningContext) -> int:
         """nodes × jobs × GPU-count choices: more randomised passes than that mostly repeat."""
-        table = ctx.table
-        real = np.arange(table.cg.shape[1])[None, :] < table.nc[:, None]
-        counts = len(np.unique(table.cg[real]))
+        counts = len(np.unique(ctx.table.cg[ctx.table.real]))
         return len(ctx.node_names) * len(ctx.job_ids) * max(1, counts)
 
     def draws(self, ctx: PlanningContext, iterations: int) -> np.ndarray:

@@ -46,10 +46,9 @@ def pack(ctx: PlanningContext) -> Packed:
     home_g = np.array([0 if cur is None else cur[1] for cur in ctx.current], np.int64)
     # Moving a running job to another node of its own configuration pays the restart overhead
     # (PlanningContext.move_pays_overhead / moved_time, for every candidate at once).
-    real = np.arange(table.ct.shape[1])[None, :] < table.nc[:, None]
     node_type = np.array(ctx.node_type, np.int64)
     home_type = np.where(home >= 0, node_type[np.maximum(home, 0)], -1)
-    cmov = (real & (ctx.overhead > 0) & (home[:, None] >= 0) & (table.cg == home_g[:, None])
+    cmov = (table.real & (ctx.overhead > 0) & (home[:, None] >= 0) & (table.cg == home_g[:, None])
             & (table.ct == home_type[:, None]))
     restart_left = np.array([v.restart_remaining_s for v in ctx.views], float).reshape(J, 1)
     mtime = np.where(cmov, table.ctime - restart_left + ctx.overhead, table.ctime)

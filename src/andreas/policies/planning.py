@@ -50,8 +50,9 @@ class CandidateTable:
 
     def __init__(self, ct, cg, ctime, cen, meets, nc) -> None:
         self.ct, self.cg, self.ctime, self.cen, self.meets, self.nc = ct, cg, ctime, cen, meets, nc
+        self.real = np.arange(ct.shape[1])[None, :] < nc[:, None]  # entries that are candidates
         if len(nc):
-            masked = np.where(np.arange(ct.shape[1])[None, :] < nc[:, None], ctime, np.nan)
+            masked = np.where(self.real, ctime, np.nan)
             self.tmin, self.tmax = np.nanmin(masked, axis=1), np.nanmax(masked, axis=1)
         else:
             self.tmin = self.tmax = np.zeros(0)
@@ -117,9 +118,6 @@ class CandidateTable:
         return Candidate(int(self.ct[j, c]), int(self.cg[j, c]), float(self.ctime[j, c]),
                          float(self.cen[j, c]), bool(self.meets[j, c]))
 
-    def lists(self) -> "Sequence[list[Candidate]]":
-        return _LazyRows(self)
-
 
 class _LazyRows(Sequence):
     """ctx.cands for a table: row j becomes a list of Candidate objects when first read."""
@@ -182,7 +180,7 @@ class PlanningContext:
                     for (tname, g), spe in snapshot.profiles.configs(v.job.profile).items()
                     if tname in type_index and g <= largest[type_index[tname]]]
         self.table = CandidateTable.build(self, hostable)
-        self.cands = self.table.lists()
+        self.cands: Sequence[list[Candidate]] = _LazyRows(self.table)
         self.tmin = self.table.tmin.tolist()
         self.tmax = self.table.tmax.tolist()
         if cluster.tariff is not None:  # plan scores price energy at the mean over the horizon

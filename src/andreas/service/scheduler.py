@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -135,8 +135,7 @@ class Scheduler:
     def cluster(self) -> Cluster:
         c = self.config.cluster
         nodes = tuple(Node(n.name, n.gpu_type, n.gpus) for n in self.nodes())
-        return Cluster(dict(c.gpu_types), nodes, c.energy_price, c.pue, c.restart_overhead_s,
-                       c.tariff)
+        return replace(c, nodes=nodes)
 
     def job_configs(self, job: JobRow, learned: bool = True) -> dict[tuple[str, int], float]:
         """Seconds per epoch by (GPU type, GPU count) for a job, scaled by what was learned."""
@@ -300,9 +299,8 @@ class Scheduler:
                                          float(job.epochs), key), remaining, assignment,
                                      job.first_started_at is not None))
         if held:
-            cluster = Cluster(dict(cluster.gpu_types), tuple(
-                Node(n.name, n.gpu_type, n.gpus - held.get(n.name, 0)) for n in cluster.nodes),
-                cluster.energy_price, cluster.pue, cluster.restart_overhead_s, cluster.tariff)
+            cluster = replace(cluster, nodes=tuple(
+                Node(n.name, n.gpu_type, n.gpus - held.get(n.name, 0)) for n in cluster.nodes))
         return Snapshot(now, cluster, Profiles(table), tuple(views)), running
 
     FORESEEABLE = {"completion", "run-ended", "retry"}
@@ -521,9 +519,7 @@ class Scheduler:
             if r.node not in known:
                 gpus = max(len(r.gpu_indices), gone[r.node].gpus if r.node in gone else 1)
                 gone[r.node] = Node(r.node, r.gpu_type, gpus)
-        return Cluster(dict(cluster.gpu_types), tuple(cluster.nodes) + tuple(gone.values()),
-                       cluster.energy_price, cluster.pue, cluster.restart_overhead_s,
-                       cluster.tariff)
+        return replace(cluster, nodes=tuple(cluster.nodes) + tuple(gone.values()))
 
     def shutdown(self, stop_jobs: bool = False) -> None:
         """Stop the loop; jobs keep running (and are re-adopted) unless `stop_jobs`."""

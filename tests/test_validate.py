@@ -86,5 +86,10 @@ def test_validate_runs_end_to_end_in_reduced_form(tmp_path):
     assert sim["total_cost"] > 0
     # the service's own records are kept for inspection
     assert (out / "work" / "state" / "andreas.db").exists()
+    # without --gpu, energy is the power table's, and the energy totals add up
+    assert result["energy_source"] == "power table"
+    assert result["measured_energy_cost"] == pytest.approx(
+        sum(j["measured_energy_cost"] for j in jobs))
+    assert all(j["measured_energy_cost"] == j["modelled_energy_cost"] for j in jobs)
     again = andreas("validate", "--jobs", 3, "--quick", "--out", out)
     assert again.returncode == 2 and "not empty" in again.stderr

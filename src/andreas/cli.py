@@ -502,6 +502,7 @@ def profile_cmd(
     """
     import sys as _sys
 
+    from .measure.nvml import NvmlMeter
     from .measure.profiler import parse_configs, profile_script, write_profiles
 
     if not script.is_file():
@@ -520,12 +521,13 @@ def profile_cmd(
                                                             tuple(range(node.gpus)))[:gpus]
     command = [_sys.executable, str(script), *[a for a in ctx.args if a != "--"]]
     results = profile_script(command, name or script.stem, wanted, epochs=epochs,
-                             warmup=warmup, gpu_indices=indices,
+                             warmup=warmup, gpu_indices=indices, meter=NvmlMeter(),
                              on_config=lambda t, g: err.print(f"profiling {t}:{g} ..."))
     write_profiles(out, results)
     for m in results:
         console.print(f"{m.profile} {m.gpu_type}:{m.gpus}  {m.seconds_per_epoch:.4f} s/epoch "
-                      f"± {m.spread_s:.4f} ({m.samples} epochs), start-up {m.startup_s:.2f} s")
+                      f"± {m.spread_s:.4f} ({m.samples} epochs), start-up {m.startup_s:.2f} s"
+                      + ("" if m.power_w is None else f", GPU board power {m.power_w:.1f} W"))
     console.print(f"wrote {out}")
 
 
@@ -543,6 +545,9 @@ def validate_cmd(
     quick: bool = typer.Option(False, "--quick", help="Tiny jobs (a smoke test, not a "
                                "measurement)."),
     policy: str = typer.Option("andreas", help="Policy the service runs."),
+    gpu: bool = typer.Option(False, "--gpu", help="Run the PyTorch example on this machine's "
+                             "NVIDIA GPUs and measure energy with NVML (needs torch with CUDA "
+                             "and nvidia-ml-py)."),
 ) -> None:
     """Run a real workload through the live service; compare predicted and measured costs."""
     _service_module("config")  # the service extra must be installed
@@ -552,13 +557,19 @@ def validate_cmd(
         raise AndreasError(f"--policy: unknown policy {policy!r}; expected one of "
                            f"{', '.join(sorted(POLICIES))}")
     spec = ValidationSpec(jobs=jobs, seed=seed, profile_error=profile_error, learn=learn,
-                          quick=quick, policy=policy, script=example_script())
+                          quick=quick, policy=policy, script=example_script(gpu), gpu=gpu)
     result = run_validation(out, spec, say=lambda text: err.print(text, highlight=False))
     console.print(f"predicted total {result['predicted_total_cost']:.6f} EUR, measured "
                   f"{result['measured_total_cost']:.6f} EUR: deviation "
                   f"{100 * result['total_deviation']:.2f} %; worst job "
                   f"{100 * result['worst_job_deviation']:.2f} %; pauses {result['pauses']}, "
                   f"moves {result['moves']}")
+    console.print(f"energy ({result['energy_source']}): predicted "
+                  f"{result['predicted_energy_cost']:.6f} EUR, measured "
+                  f"{result['measured_energy_cost']:.6f} EUR: deviation "
+                  f"{100 * result['energy_deviation']:.2f} %")
+    for profile, watts in result.get("profiled_power_w", {}).items():
+        console.print(f"  {profile}: {watts:.1f} W per GPU while profiled")
     at = result["prediction_deviation_at"]
     console.print("predicted total's deviation as the run went on: " + ", ".join(
         f"{k} {100 * v:.1f} %" for k, v in at.items()))

@@ -33,6 +33,7 @@ class LocalExecutor:
         env = dict(os.environ)
         env.update(request.env)
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in request.gpu_indices)
+        env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # CUDA's numbers = NVML's and ours
         proc = subprocess.Popen(request.launcher_argv(), cwd=request.workdir or None, env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)

@@ -4,7 +4,9 @@ The script runs as the service would run it (same environment variables, its own
 directory, the configuration's GPUs in CUDA_VISIBLE_DEVICES) for `warmup + epochs` epochs. The
 epoch time is the spacing of its progress reports after the warm-up epochs (so start-up and
 first-epoch effects are left out); start-up is reported on its own, because the scheduler
-should know it as the restart overhead.
+should know it as the restart overhead. Where NVML is there, the GPUs' mean board power over the
+measured epochs is recorded too (`measured_power_w`), from their energy counters read as the
+reports arrive: what a node's power table should say while the script runs.
 """
 
 from __future__ import annotations
@@ -15,14 +17,14 @@ import statistics
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import AndreasError
 from .receiver import ProgressReceiver
 
 PROFILE_COLUMNS = ("profile", "gpu_type", "gpus", "seconds_per_epoch", "spread_s", "samples",
-                   "startup_s")
+                   "startup_s", "measured_power_w")
 
 
 @dataclass(frozen=True)
@@ -34,12 +36,14 @@ class Measurement:
     spread_s: float  # sample standard deviation of the epoch times
     samples: int
     startup_s: float  # launch to first report, less one epoch
+    power_w: float | None = None  # the GPUs' mean board power while measured (NVML)
 
     def row(self) -> dict[str, str]:
         return {"profile": self.profile, "gpu_type": self.gpu_type, "gpus": str(self.gpus),
                 "seconds_per_epoch": f"{self.seconds_per_epoch:.6g}",
                 "spread_s": f"{self.spread_s:.3g}", "samples": str(self.samples),
-                "startup_s": f"{self.startup_s:.3g}"}
+                "startup_s": f"{self.startup_s:.3g}",
+                "measured_power_w": "" if self.power_w is None else f"{self.power_w:.4g}"}
 
 
 def parse_configs(text: str) -> list[tuple[str, int]]:
@@ -59,14 +63,16 @@ def profile_script(command: list[str], profile: str, configs: list[tuple[str, in
                    epochs: int = 4, warmup: int = 1, min_seconds: float = 0.0,
                    gpu_indices: dict[tuple[str, int], tuple[int, ...]] | None = None,
                    timeout_s: float = 600.0, parallel: bool = False,
-                   on_config=None) -> list[Measurement]:
+                   on_config=None, meter=None) -> list[Measurement]:
     """Run `command` once per configuration and measure it.
 
     Each run lasts `warmup + epochs` epochs, or, with `min_seconds`, until at least that long
     has been measured (the script is then stopped with SIGTERM, as the service would pause it):
     on a shared or noisy machine, a few short epochs say little. With `parallel`, all
     configurations run at once, so the machine is as loaded as when the scheduler keeps every
-    GPU busy (on logical GPUs, jobs share the CPU)."""
+    GPU busy (on logical GPUs, jobs share the CPU). With an available `meter`
+    (`andreas.measure.nvml.NvmlMeter`) each configuration's board power is measured as well;
+    do not combine it with `parallel` on shared GPUs."""
     if epochs < 2:
         raise AndreasError("--epochs: expected at least 2 measured epochs")
     with ProgressReceiver() as receiver, tempfile.TemporaryDirectory(
@@ -83,6 +89,7 @@ def profile_script(command: list[str], profile: str, configs: list[tuple[str, in
                        ANDREAS_EPOCHS=str(total), ANDREAS_PROGRESS_URL=receiver.url(key),
                        ANDREAS_PROGRESS_TOKEN="-",
                        CUDA_VISIBLE_DEVICES=",".join(map(str, indices)),
+                       CUDA_DEVICE_ORDER=os.environ.get("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
                        ANDREAS_GPU_TYPE=gpu_type)
             launched = time.time()
             try:
@@ -90,13 +97,14 @@ def profile_script(command: list[str], profile: str, configs: list[tuple[str, in
                                         stderr=subprocess.PIPE, text=True)
             except OSError as exc:
                 raise AndreasError(f"cannot run {command[0]!r}: {exc}") from None
-            launch = _Launch(gpu_type, gpus, key, launched, proc)
+            launch = _Launch(gpu_type, gpus, key, launched, proc, indices)
             launches.append(launch)
             if not parallel:
                 _run_to_end([launch], receiver, warmup + epochs, warmup, min_seconds,
-                            timeout_s)
+                            timeout_s, meter)
         if parallel:
-            _run_to_end(launches, receiver, warmup + epochs, warmup, min_seconds, timeout_s)
+            _run_to_end(launches, receiver, warmup + epochs, warmup, min_seconds, timeout_s,
+                        meter)
         return [_measure(receiver, launch, profile, warmup) for launch in launches]
 
 
@@ -107,10 +115,31 @@ class _Launch:
     key: str
     launched: float
     proc: subprocess.Popen
+    indices: tuple[int, ...] = ()
+    energy: list[tuple[int, float, float]] = field(default_factory=list)  # reports, time, mJ
+
+    def read_energy(self, meter, reports: int) -> None:
+        """Record the GPUs' energy counters as the `reports`-th report is seen."""
+        if meter is None or not meter.available or not self.indices:
+            return
+        if self.energy and self.energy[-1][0] == reports:
+            return
+        values = meter.read_mj(self.indices)
+        if values is not None:
+            self.energy.append((reports, time.time(), sum(values.values())))
+
+    def power_w(self, warmup: int) -> float | None:
+        """Mean power from the counters read at the end of the warm-up and at the last
+        report."""
+        first = next((e for e in self.energy if e[0] >= max(1, warmup)), None)
+        last = self.energy[-1] if self.energy else None
+        if first is None or last is None or last[1] <= first[1]:
+            return None
+        return (last[2] - first[2]) / 1000.0 / (last[1] - first[1])
 
 
 def _run_to_end(launches: list[_Launch], receiver: ProgressReceiver, reports: int,
-                warmup: int, min_seconds: float, timeout_s: float) -> None:
+                warmup: int, min_seconds: float, timeout_s: float, meter=None) -> None:
     """Wait until every run has `reports` reports and `min_seconds` measured, then stop the
     ones still running with SIGTERM; raise if one fails or runs out of time."""
     deadline = time.monotonic() + timeout_s
@@ -122,12 +151,16 @@ def _run_to_end(launches: list[_Launch], receiver: ProgressReceiver, reports: in
         return times[-1] - times[max(0, warmup - 1)] >= min_seconds
 
     while not all(enough(x) or x.proc.poll() is not None for x in launches):
+        for x in launches:
+            x.read_energy(meter, len(receiver.reports.get("/" + x.key, [])))
         if time.monotonic() > deadline:
             for x in launches:
                 x.proc.kill()
             raise AndreasError(f"profiling ran over {timeout_s:.0f} s; use fewer --epochs or a "
                                f"shorter --min-seconds")
         time.sleep(0.05)
+    for x in launches:
+        x.read_energy(meter, len(receiver.reports.get("/" + x.key, [])))
     stopped = set()
     if min_seconds > 0:  # the runs were started for "many" epochs: stop them now
         for x in launches:
@@ -156,7 +189,8 @@ def _measure(receiver: ProgressReceiver, launch: _Launch, profile: str,
     spe = statistics.fmean(intervals)
     spread = statistics.stdev(intervals) if len(intervals) > 1 else 0.0
     startup = max(0.0, times[0] - launched - spe)
-    return Measurement(profile, gpu_type, gpus, spe, spread, len(intervals), startup)
+    return Measurement(profile, gpu_type, gpus, spe, spread, len(intervals), startup,
+                       launch.power_w(warmup))
 
 
 def write_profiles(path: Path, measurements: list[Measurement]) -> None:

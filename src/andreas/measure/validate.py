@@ -5,12 +5,17 @@
    arrivals and due dates make the policy pause and move jobs.
 3. When every job is done, compare for each job and in total the cost predicted when the job
    was first planned with the cost measured (energy from measured busy time and the power
-   table, or NVML where GPUs exist; tardiness from the measured completion).
+   table, or with `gpu` the GPUs' own energy counters read by NVML; tardiness from the
+   measured completion).
 4. Replay the same workload in the simulator with the profiles the scheduler used, and compare
    the simulated schedule with the measured one.
 
 With `profile_error` the scheduler is given profiles that far off (0.3 = 30 % too fast), to
 show what online learning recovers.
+
+With `gpu` the workload is the PyTorch example on this machine's NVIDIA GPUs (one node holding
+them all, each job on one GPU), the node's power table is the boards' mean power measured while
+profiling, and each job's measured energy is what NVML's counters say its runs drew.
 """
 
 from __future__ import annotations
@@ -29,16 +34,27 @@ from typing import Callable
 
 import numpy as np
 
+from ..catalogue import canonical_gpu
 from ..errors import AndreasError
+from .nvml import NvmlMeter, gpu_type_name
 from .profiler import Measurement, profile_script, write_profiles
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "train_numpy.py"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+EXAMPLE = EXAMPLES / "train_numpy.py"
+GPU_EXAMPLE = EXAMPLES / "train_pytorch.py"
 MODELS = {  # model name -> example script arguments (one core per job, ~0.2-0.5 s per epoch)
     "mlp-s": ["--samples", "150000", "--hidden", "64"],
     "mlp-m": ["--samples", "200000", "--hidden", "160"],
     "mlp-l": ["--samples", "250000", "--hidden", "256"],
 }
 QUICK_MODELS = {"mlp-q": ["--samples", "40000", "--hidden", "64"]}
+_CNN = ["--image", "32", "--samples", "65536", "--batch", "256"]
+GPU_MODELS = {  # the PyTorch example at three widths: a few tenths of a second per epoch
+    "cnn-s": ["--width", "32", *_CNN],
+    "cnn-m": ["--width", "64", *_CNN],
+    "cnn-l": ["--width", "128", *_CNN],
+}
+GPU_QUICK_MODELS = {"cnn-q": ["--width", "16", "--image", "16", "--samples", "8192"]}
 CLUSTER_YAML = """\
 # Written by andreas validate: two single-GPU nodes of logical GPUs on this machine.
 energy_price: 0.25
@@ -52,6 +68,18 @@ nodes:
   - {{name: small0, gpu_type: small, gpus: 1}}
 """
 CONFIGS = [("big", 1), ("small", 1)]
+GPU_CLUSTER_YAML = """\
+# Written by andreas validate --gpu: this machine's {gpus} {product} GPU(s) as one node. The power
+# table is the boards' mean power measured while profiling (NVML), GPU boards only, as NVML
+# measures the runs: {powers}.
+energy_price: 0.25
+pue: 1.2
+restart_overhead_s: {overhead:.3f}
+gpu_types:
+  {gpu_type}: {{node_power_w: [{table}]}}
+nodes:
+  - {{name: gpu0, gpu_type: {gpu_type}, gpus: {gpus}}}
+"""
 
 
 @dataclass(frozen=True)
@@ -63,6 +91,7 @@ class ValidationSpec:
     quick: bool = False
     policy: str = "andreas"
     script: Path = EXAMPLE
+    gpu: bool = False  # the PyTorch example on NVIDIA GPUs, energy measured by NVML
 
 
 @dataclass(frozen=True)
@@ -75,11 +104,57 @@ class PlannedJob:
     priority: int
 
 
-def example_script() -> Path:
-    if not EXAMPLE.is_file():
-        raise AndreasError(f"the example training script {EXAMPLE} is missing; validate runs "
+def example_script(gpu: bool = False) -> Path:
+    script = GPU_EXAMPLE if gpu else EXAMPLE
+    if not script.is_file():
+        raise AndreasError(f"the example training script {script} is missing; validate runs "
                            f"from a source checkout of ANDREAS")
-    return EXAMPLE
+    return script
+
+
+@dataclass(frozen=True)
+class GpuMachine:
+    """This machine's NVIDIA GPUs as NVML sees them."""
+    meter: NvmlMeter
+    product: str
+    gpu_type: str
+    gpus: int
+
+
+def gpu_machine() -> GpuMachine:
+    """NVML's view of the GPUs, or a clear error where there is none to validate on."""
+    meter = NvmlMeter()
+    names = meter.names()
+    if not names:
+        raise AndreasError("--gpu: NVML finds no NVIDIA GPU here (it needs the NVIDIA driver "
+                           "and the nvidia-ml-py package); run validate without --gpu")
+    if len(set(names)) > 1:
+        raise AndreasError(f"--gpu: this machine mixes GPU models ({', '.join(sorted(set(names)))})"
+                           f"; validate expects one kind of GPU")
+    slug = gpu_type_name(names[0])  # the catalogue's spelling where it knows the GPU
+    return GpuMachine(meter, names[0], canonical_gpu(slug) or slug, len(names))
+
+
+def gpu_cluster_yaml(machine: GpuMachine, measurements: list[Measurement],
+                     overhead: float) -> str:
+    """The node's power table from the boards' measured power: k busy GPUs draw k times the
+    mean of the profiled models' power (an idle board is not counted, as per-run NVML energy
+    does not count it)."""
+    powers = {m.profile: m.power_w for m in measurements}
+    missing = [p for p, w in powers.items() if w is None]
+    if missing:
+        raise AndreasError(f"--gpu: NVML gave no energy readings while profiling "
+                           f"{', '.join(missing)}")
+    mean = statistics.fmean(powers.values())
+    return GPU_CLUSTER_YAML.format(
+        gpus=machine.gpus, product=machine.product, gpu_type=machine.gpu_type,
+        overhead=overhead, table=", ".join(f"{k * mean:.1f}" for k in range(1, machine.gpus + 1)),
+        powers=", ".join(f"{p} {w:.1f} W" for p, w in sorted(powers.items())))
+
+
+def nvml_energy_cost(cluster, joules: float) -> float:
+    """EUR for energy NVML measured, at the cluster's (constant) price and PUE."""
+    return joules * cluster.eur_per_joule()
 
 
 def plan_workload(spec: ValidationSpec, spe: dict[str, float]) -> list[PlannedJob]:
@@ -91,7 +166,11 @@ def plan_workload(spec: ValidationSpec, spe: dict[str, float]) -> list[PlannedJo
     jobs = []
     for i in range(spec.jobs):
         model = models[int(rng.integers(len(models)))]
-        epochs = int(rng.integers(6, 10)) if spec.quick else int(rng.integers(30, 80))
+        if spec.gpu:  # GPU speeds vary by orders of magnitude: size jobs by run time
+            seconds = float(rng.uniform(4, 8) if spec.quick else rng.uniform(12, 28))
+            epochs = max(3, round(seconds / spe[model]))
+        else:
+            epochs = int(rng.integers(6, 10)) if spec.quick else int(rng.integers(30, 80))
         slack = float(rng.choice([2.0, 5.0, 10.0]))
         jobs.append(PlannedJob(f"{model}-{i}", model, epochs, 0.0, slack * epochs * spe[model],
                                int(rng.integers(1, 6))))
@@ -117,24 +196,32 @@ def run_validation(out: Path, spec: ValidationSpec,
     work = out / "work"
     if work.exists() and any(work.iterdir()):
         raise AndreasError(f"{work} exists and is not empty; choose a new --out")
+    machine = gpu_machine() if spec.gpu else None
     work.mkdir(parents=True, exist_ok=True)
-    models = QUICK_MODELS if spec.quick else MODELS
+    if machine:
+        models = GPU_QUICK_MODELS if spec.quick else GPU_MODELS
+        configs = [(machine.gpu_type, 1)]
+    else:
+        models = QUICK_MODELS if spec.quick else MODELS
+        configs = CONFIGS
 
-    # 1. profiles, measured here and now
+    # 1. profiles, measured here and now (on GPUs one model at a time, each alone on GPU 0)
     measurements: list[Measurement] = []
     for model, args in models.items():
-        say(f"profiling {model} on {', '.join(f'{t}:{g}' for t, g in CONFIGS)}")
-        measurements += profile_script([sys.executable, str(spec.script), *args], model,
-                                       CONFIGS, epochs=2 if spec.quick else 6, warmup=1,
-                                       min_seconds=0.0 if spec.quick else 20.0,
-                                       parallel=True)
+        say(f"profiling {model} on {', '.join(f'{t}:{g}' for t, g in configs)}")
+        measurements += profile_script(
+            [sys.executable, str(spec.script), *args], model, configs,
+            epochs=2 if spec.quick else 6, warmup=1,
+            min_seconds=0.0 if spec.quick else (8.0 if machine else 20.0),
+            parallel=machine is None, meter=machine.meter if machine else None)
     write_profiles(work / "profiles-measured.csv", measurements)
     overhead = statistics.fmean(m.startup_s for m in measurements)
     scale = 1.0 - spec.profile_error  # the scheduler believes jobs are this much faster
     used = [Measurement(m.profile, m.gpu_type, m.gpus, m.seconds_per_epoch * scale, m.spread_s,
                         m.samples, m.startup_s) for m in measurements]
     write_profiles(work / "profiles.csv", used)
-    (work / "cluster.yaml").write_text(CLUSTER_YAML.format(overhead=overhead))
+    (work / "cluster.yaml").write_text(gpu_cluster_yaml(machine, measurements, overhead)
+                                       if machine else CLUSTER_YAML.format(overhead=overhead))
     port = _free_port()
     (work / "service.yaml").write_text(
         f"cluster: cluster.yaml\nprofiles: profiles.csv\ndata_dir: state\n"
@@ -196,6 +283,9 @@ def run_validation(out: Path, spec: ValidationSpec,
 
     result = _compare(spec, config, planned, ids, jobs, runs, t0, history, progress,
                       measured_spe, scale)
+    if machine:
+        result["machine"].update(gpu_product=machine.product, gpus=machine.gpus)
+        result["profiled_power_w"] = {m.profile: m.power_w for m in measurements}
     result["simulated"] = _replay(config, planned, ids, jobs, t0, spec, result)
     tmp = out / "validation.json.tmp"
     tmp.write_text(json.dumps(result, indent=2))
@@ -249,6 +339,13 @@ def _compare(spec, config, planned, ids, jobs, runs, t0, history, progress, meas
     for name, job_id in ids.items():
         j = jobs[job_id]
         predicted, measured = j["predicted"], j["measured"]
+        energy = measured["energy_cost"]  # from busy time and the power table
+        if spec.gpu:  # from the boards' energy counters over the job's runs
+            if measured["gpu_energy_j_nvml"] is None:
+                raise AndreasError(f"NVML measured no energy for job {name}; see {job_id}'s "
+                                   f"runs in the service's state")
+            energy = nvml_energy_cost(config.cluster, measured["gpu_energy_j_nvml"])
+        measured_cost = energy + measured["tardiness_cost"]
         spe_true = _measured_spe(progress, job_id)
         spe_profile = {t: v for (p, t), v in measured_spe.items() if p == by_name[name].model}
         job_runs = [r for r in runs[job_id] if r["stop_reason"] != "start-failed"]
@@ -266,12 +363,14 @@ def _compare(spec, config, planned, ids, jobs, runs, t0, history, progress, meas
             "predicted_energy_cost": predicted["energy_cost"],
             "predicted_tardiness_cost": predicted["tardiness_cost"],
             "predicted_completion_s": predicted["completion"] - t0,
-            "measured_cost": measured["total_cost"],
-            "measured_energy_cost": measured["energy_cost"],
+            "measured_cost": measured_cost,
+            "measured_energy_cost": energy,
+            "modelled_energy_cost": measured["energy_cost"],
             "measured_tardiness_cost": measured["tardiness_cost"],
             "measured_completion_s": j["completed_at"] - t0,
             "gpu_energy_j_nvml": measured["gpu_energy_j_nvml"],
-            "deviation": _deviation(measured["total_cost"], predicted["total_cost"]),
+            "deviation": _deviation(measured_cost, predicted["total_cost"]),
+            "energy_deviation": _deviation(energy, predicted["energy_cost"]),
             "runs": len(job_runs), "nodes": sorted({r["node"] for r in job_runs}),
             "pauses": sum(r["stop_reason"] == "pause" for r in job_runs),
             "moves": sum(r["stop_reason"] == "move" for r in job_runs),
@@ -283,6 +382,8 @@ def _compare(spec, config, planned, ids, jobs, runs, t0, history, progress, meas
         })
     predicted_total = sum(e["predicted_cost"] for e in entries)
     measured_total = sum(e["measured_cost"] for e in entries)
+    predicted_energy = sum(e["predicted_energy_cost"] for e in entries)
+    measured_energy = sum(e["measured_energy_cost"] for e in entries)
     learned_errors = [e["learned_error"] for e in entries if e["learned_error"] is not None]
     end = max(e["measured_completion_s"] for e in entries)
     last_submit = max(e["submitted_s"] for e in entries)
@@ -292,6 +393,10 @@ def _compare(spec, config, planned, ids, jobs, runs, t0, history, progress, meas
         "machine": {"cpus": os.cpu_count(), "executor": "local", "nvml": any(
             e["gpu_energy_j_nvml"] is not None for e in entries)},
         "restart_overhead_s": config.cluster.restart_overhead_s,
+        "energy_source": "nvml" if spec.gpu else "power table",
+        "predicted_energy_cost": predicted_energy,
+        "measured_energy_cost": measured_energy,
+        "energy_deviation": _deviation(measured_energy, predicted_energy),
         "predicted_total_cost": predicted_total,
         "measured_total_cost": measured_total,
         "total_deviation": _deviation(measured_total, predicted_total),

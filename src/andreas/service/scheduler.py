@@ -30,9 +30,10 @@ from ..policies.base import Assignment, JobView, Snapshot, check_plan
 from ..sim.forecast import ForeseenDecision, forecast
 from ..executors import Executor, LaunchRequest, NodeInfo
 from ..executors.launch import LOCKED_EXIT
+from ..measure.nvml import NvmlMeter
 from .config import ServiceConfig
 from .db import ACTIVE_STATES, JobRow, ProgressRow, RunRow
-from .energy import NvmlMeter, modelled_costs
+from .energy import modelled_costs
 from .learning import speed_factor
 from .store import Store, hash_token, new_token
 

@@ -1,0 +1,80 @@
+"""The pieces of `andreas validate --gpu` that need no GPU: naming the GPU type, the power
+table from measured board power, NVML energy priced, and mean power from energy counters.
+The whole run needs an NVIDIA GPU: `scripts/gpu-validate.sh` (docs/service.md)."""
+
+import csv
+import subprocess
+import sys
+
+import pytest
+
+from andreas.errors import AndreasError
+from andreas.io import read_cluster, read_profiles
+from andreas.measure.nvml import NvmlMeter, gpu_type_name
+from andreas.measure.profiler import Measurement, _Launch, write_profiles
+from andreas.measure.validate import GpuMachine, gpu_cluster_yaml, nvml_energy_cost
+
+
+@pytest.mark.parametrize("product, name", [
+    ("NVIDIA H200", "h200"), ("Tesla V100-SXM2-32GB", "v100-sxm2-32gb"),
+    ("NVIDIA GeForce RTX 4090", "rtx-4090"), ("NVIDIA A100 80GB PCIe", "a100-80gb-pcie"),
+    ("  ", "gpu")])
+def test_gpu_type_names_come_from_the_product_name(product, name):
+    assert gpu_type_name(product) == name
+
+
+def _measurement(profile, watts):
+    return Measurement(profile, "H200", 1, 0.5, 0.01, 10, 7.5, watts)
+
+
+def test_power_table_is_the_mean_measured_board_power_per_busy_gpu(tmp_path):
+    machine = GpuMachine(NvmlMeter(), "NVIDIA H200", "H200", 3)
+    text = gpu_cluster_yaml(machine, [_measurement("a", 200.0), _measurement("b", 400.0)], 7.5)
+    (tmp_path / "cluster.yaml").write_text(text)
+    cluster = read_cluster(tmp_path / "cluster.yaml")
+    h200 = cluster.gpu_types["H200"]
+    assert [h200.power_w(k) for k in range(4)] == [0.0, 300.0, 600.0, 900.0]
+    assert cluster.restart_overhead_s == 7.5 and cluster.nodes[0].gpus == 3
+    assert "a 200.0 W, b 400.0 W" in text  # the measurements behind the table, for readers
+    with pytest.raises(AndreasError, match="no energy readings while profiling b"):
+        gpu_cluster_yaml(machine, [_measurement("a", 200.0), _measurement("b", None)], 7.5)
+
+
+def test_nvml_energy_is_priced_at_the_clusters_price_and_pue(tmp_path):
+    (tmp_path / "cluster.yaml").write_text(
+        "energy_price: 0.25\npue: 1.2\ngpu_types:\n  X: {node_power_w: [100]}\n"
+        "nodes:\n  - {name: n, gpu_type: X, gpus: 1}\n")
+    cluster = read_cluster(tmp_path / "cluster.yaml")
+    assert nvml_energy_cost(cluster, 3.6e6) == pytest.approx(0.25 * 1.2)  # one kWh
+
+
+def test_mean_power_from_counters_read_after_the_warm_up_and_at_the_last_report():
+    launch = _Launch("H200", 1, "k", 0.0, None, (0,))
+    # (reports seen, time, cumulative mJ): 1 warm-up epoch, then 3 epochs of 2 s at 250 W
+    launch.energy = [(0, 0.0, 0.0), (1, 10.0, 1_000_000.0), (2, 12.0, 1_500_000.0),
+                     (4, 16.0, 2_500_000.0)]
+    assert launch.power_w(warmup=1) == pytest.approx(250.0)
+    assert launch.power_w(warmup=2) == pytest.approx(250.0)
+    assert _Launch("H200", 1, "k", 0.0, None, (0,)).power_w(1) is None  # never read
+
+
+def test_measured_power_is_written_beside_the_profile_and_the_file_still_reads(tmp_path):
+    path = tmp_path / "profiles.csv"
+    write_profiles(path, [_measurement("a", 212.345), _measurement("b", None)])
+    rows = {r["profile"]: r for r in csv.DictReader(path.open())}
+    assert rows["a"]["measured_power_w"] == "212.3" and rows["b"]["measured_power_w"] == ""
+    (tmp_path / "cluster.yaml").write_text(
+        "energy_price: 0.25\ngpu_types:\n  H200: {node_power_w: [300]}\n"
+        "nodes:\n  - {name: n, gpu_type: H200, gpus: 1}\n")
+    profiles = read_profiles(path, read_cluster(tmp_path / "cluster.yaml"))
+    assert profiles.seconds_per_epoch("a", "H200", 1) == pytest.approx(0.5)
+
+
+@pytest.mark.skipif(NvmlMeter().available, reason="this machine has an NVIDIA GPU")
+def test_validate_gpu_says_clearly_when_there_is_no_gpu(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "andreas", "validate", "--gpu", "--quick",
+                          "--out", str(tmp_path / "v")], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 2 and "NVML finds no NVIDIA GPU" in run.stderr
+    assert "Traceback" not in run.stderr
+    assert not (tmp_path / "v" / "work").exists()  # nothing half-written

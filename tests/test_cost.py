@@ -104,3 +104,17 @@ def test_idle_draw_of_powered_nodes_is_charged_to_the_cluster():
     assert r.jobs[0].energy_cost == pytest.approx(1000 * E)
     assert account_segments(sc.cluster, sc.jobs, r.segments).energy_cost == \
         pytest.approx(1400 * E)
+
+
+def test_first_start_overhead_delays_and_powers_a_first_start_without_counting_a_restart():
+    cl = cluster([("n1", "G", 1)], {"G": [100]}, overhead=5.0)
+    # 10 epochs of 2 s: 20 s of work. With the option, 5 s of start-up first, GPU held at 100 W.
+    sc = scenario(cl, {"p": {("G", 1): 2.0}}, [job("a", submit=3.0, due=25.0, weight=0.01)])
+    plain = by_job(simulate(sc, make_policy("fifo")))["a"]
+    assert plain.completion_time == pytest.approx(23.0) and plain.tardiness_cost == 0.0
+    r = simulate(sc, make_policy("fifo"), first_start_overhead=True)
+    a = by_job(r)["a"]
+    assert a.first_start == pytest.approx(3.0) and a.completion_time == pytest.approx(28.0)
+    assert a.restarts == 0
+    assert a.tardiness_cost == pytest.approx(3 * 0.01)
+    assert r.summary["energy_cost"] == pytest.approx(100 * 25 * E)

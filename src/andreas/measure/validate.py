@@ -426,7 +426,8 @@ def _deviation_at(history, t0: float, end: float, measured_total: float) -> dict
 
 
 def _replay(config, planned, ids, jobs, t0, spec, result) -> dict:
-    """The same workload in the simulator, with the profiles the scheduler was given."""
+    """The same workload in the simulator, with the profiles the scheduler was given; first
+    starts pay the start-up, as real processes (and the service's forecasts) do."""
     from ..model import Job, Scenario
     from ..policies import make_policy
     from ..sim.engine import simulate
@@ -438,7 +439,7 @@ def _replay(config, planned, ids, jobs, t0, spec, result) -> dict:
                                  j["weight"], float(j["epochs"]), p.model))
     scenario_jobs.sort(key=lambda j: (j.submit_time, j.job_id))
     sim = simulate(Scenario(config.cluster, config.profiles, tuple(scenario_jobs), "validate"),
-                   make_policy(spec.policy, seed=spec.seed))
+                   make_policy(spec.policy, seed=spec.seed), first_start_overhead=True)
     measured = {e["job"]: e for e in result["jobs"]}
     per_job = []
     for r in sim.jobs:

@@ -117,19 +117,24 @@ class Simulator:
                  seed: int | None = None,
                  on_progress: Callable[[float, int, int], None] | None = None,
                  start: float = 0.0, preset: Mapping[str, JobView] | None = None,
-                 record_decisions: bool = False, period_only: bool = False) -> None:
+                 record_decisions: bool = False, period_only: bool = False,
+                 first_start_overhead: bool = False) -> None:
         """`start` and `preset` let a live driver forecast from now: jobs submitted by `start`
         begin in the state their `JobView` gives (running where it has an assignment, with its
         remaining restart overhead), and the policy is first asked at the next event.
         `record_decisions` keeps every decision in `decisions` (the forecast's foreseen plans;
         off by default: on a long trace it holds every active job at every event).
         `period_only` asks the policy only at the period's ticks (round-based, as Gavel does),
-        not at every arrival and completion: a bounded number of decisions on long traces."""
+        not at every arrival and completion: a bounded number of decisions on long traces.
+        `first_start_overhead` makes a job's first start pay the restart overhead too (not
+        counted as a restart): real processes start up (interpreter, data, CUDA) before their
+        first epoch, which the paper's model leaves out."""
         if period is not None and period <= 0:
             raise AndreasError(f"--period must be > 0 seconds, got {period}")
         if period_only and period is None:
             raise AndreasError("--period-only needs --period")
         self.period_only = period_only
+        self.first_start_overhead = first_start_overhead
         self.scenario = scenario
         self.cluster = scenario.cluster
         self.policy = policy
@@ -291,6 +296,8 @@ class Simulator:
         if s.started:
             s.restarts += 1
             restart_end = now + self.cluster.restart_overhead_s
+        elif self.first_start_overhead:
+            restart_end = now + self.cluster.restart_overhead_s
         s.started = True
         if s.first_start is None:
             s.first_start = now
@@ -353,7 +360,8 @@ class Simulator:
 def simulate(scenario: Scenario, policy: Policy, *, period: float | None = None,
              seed: int | None = None,
              on_progress: Callable[[float, int, int], None] | None = None,
-             period_only: bool = False) -> SimulationResult:
+             period_only: bool = False, first_start_overhead: bool = False
+             ) -> SimulationResult:
     """Simulate `policy` on `scenario` and return segments, per-job records and the summary."""
     return Simulator(scenario, policy, period=period, seed=seed, on_progress=on_progress,
-                     period_only=period_only).run()
+                     period_only=period_only, first_start_overhead=first_start_overhead).run()

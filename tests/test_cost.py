@@ -118,3 +118,30 @@ def test_first_start_overhead_delays_and_powers_a_first_start_without_counting_a
     assert a.restarts == 0
     assert a.tardiness_cost == pytest.approx(3 * 0.01)
     assert r.summary["energy_cost"] == pytest.approx(100 * 25 * E)
+
+
+def test_restarting_gpus_draw_the_types_restart_power():
+    from dataclasses import replace
+
+    cl = cluster([("n1", "G", 2)], {"G": [100, 200]}, overhead=5.0)
+    cl = replace(cl, gpu_types={"G": replace(cl.gpu_types["G"], restart_w=40.0)})
+    # a (1 GPU, 10 s of work) and b (1 GPU, 20 s) both start at 0 and pay a 5 s start-up at
+    # 40 W each (the table's full-node share is 100 W per GPU): 0-5 s two GPUs at 2 x 40 W,
+    # 5-15 s 200 W, 15-25 s b alone at 100 W.
+    sc = scenario(cl, {"p": {("G", 1): 1.0}, "q": {("G", 1): 2.0}},
+                  [job("a", epochs=10.0), job("b", epochs=10.0, profile="q")])
+    r = simulate(sc, make_policy("fifo"), first_start_overhead=True)
+    jobs = by_job(r)
+    assert jobs["a"].completion_time == pytest.approx(15.0)
+    assert jobs["b"].completion_time == pytest.approx(25.0)
+    assert r.summary["energy_cost"] == pytest.approx((80 * 5 + 200 * 10 + 100 * 10) * E)
+    assert jobs["a"].energy_cost == pytest.approx((40 * 5 + 100 * 10) * E)
+    assert jobs["b"].energy_cost == pytest.approx((40 * 5 + 100 * 10 + 100 * 10) * E)
+    again = account_segments(sc.cluster, sc.jobs, r.segments)  # the segments say the same
+    assert again.energy_cost == pytest.approx(r.summary["energy_cost"])
+    # unset, the restart draws as busy (the paper's model)
+    plain = simulate(scenario(replace(cl, gpu_types={"G": replace(cl.gpu_types["G"],
+                                                                  restart_w=None)}),
+                              sc.profiles.table, sc.jobs), make_policy("fifo"),
+                     first_start_overhead=True)
+    assert plain.summary["energy_cost"] == pytest.approx((200 * 15 + 100 * 10) * E)

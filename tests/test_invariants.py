@@ -42,6 +42,10 @@ def scenarios(draw):
         from dataclasses import replace
         cl = replace(cl, gpu_types={t: replace(gt, idle_w=float(draw(st.integers(
             0, int(gt.node_power_w[0]))))) for t, gt in cl.gpu_types.items()})
+    if overhead and draw(st.booleans()):  # restarting GPUs draw less (or more) than busy ones
+        from dataclasses import replace
+        cl = replace(cl, gpu_types={t: replace(gt, restart_w=float(draw(st.integers(
+            0, int(gt.node_power_w[0]))))) for t, gt in cl.gpu_types.items()})
     if draw(st.booleans()):  # an hourly-ish tariff (short steps), negative prices included
         from dataclasses import replace
 
@@ -104,11 +108,13 @@ def fingerprint(result):
 
 @settings(max_examples=40, deadline=None)
 @given(scenarios(), st.sampled_from(policy_names()), st.sampled_from([None, 50.0]),
-       st.integers(1, 5))
-def test_simulation_invariants(sc, policy, period, seed):
-    result = simulate(sc, make_policy(policy, seed=seed, max_iterations=20), period=period)
+       st.integers(1, 5), st.booleans())
+def test_simulation_invariants(sc, policy, period, seed, first_start_overhead):
+    result = simulate(sc, make_policy(policy, seed=seed, max_iterations=20), period=period,
+                      first_start_overhead=first_start_overhead)
     check_invariants(sc, result)
-    again = simulate(sc, make_policy(policy, seed=seed, max_iterations=20), period=period)
+    again = simulate(sc, make_policy(policy, seed=seed, max_iterations=20), period=period,
+                     first_start_overhead=first_start_overhead)
     assert fingerprint(again) == fingerprint(result)
 
 

@@ -124,8 +124,17 @@ def read_cluster(path: Path, *, require_nodes: bool = True) -> Cluster:
     gpu_types: dict[str, GpuType] = {}
     from_catalogue: list[str] = []
     idle: dict[str, float | str] = {}  # watts, or "catalogue" (filled in once nodes are known)
+    restart: dict[str, float] = {}  # per-GPU watts while a job restarts
     for raw_name, located in types_item.value.items():
         name = canonical_gpu(str(raw_name)) or str(raw_name)
+        if isinstance(located.value, dict) and "restart_power_w" in located.value:
+            item = located.value["restart_power_w"]
+            if isinstance(item.value, bool) or not isinstance(item.value, (int, float)) \
+                    or item.value < 0:
+                raise types_doc.error(f"gpu_types.{raw_name}.restart_power_w",
+                                      f"expected watts >= 0 that one GPU draws while its job "
+                                      f"restarts, got {item.value!r}", item.line)
+            restart[name] = float(item.value)
         if isinstance(located.value, dict) and "idle_power_w" in located.value:
             item = located.value["idle_power_w"]
             field = f"gpu_types.{raw_name}.idle_power_w"
@@ -165,8 +174,8 @@ def read_cluster(path: Path, *, require_nodes: bool = True) -> Cluster:
         raise types_doc.error("gpu_types", "expected at least one GPU type", types_item.line)
 
     if not require_nodes and doc.get("nodes") is None:
-        return Cluster(_complete(path, types_item.line, gpu_types, from_catalogue, idle, []),
-                       (), price, pue, overhead, tariff)
+        return Cluster(_complete(path, types_item.line, gpu_types, from_catalogue, idle,
+                                 restart, []), (), price, pue, overhead, tariff)
     nodes_item = doc.require("nodes")
     if not isinstance(nodes_item.value, list) or not nodes_item.value:
         raise doc.error("nodes", "expected a non-empty list of {name, gpu_type, gpus}",
@@ -199,8 +208,8 @@ def read_cluster(path: Path, *, require_nodes: bool = True) -> Cluster:
                               f"lists only {covered} values; expected one per busy-GPU count",
                               gpus_item.line)
         nodes.append(Node(name, gpu_type, gpus))
-    return Cluster(_complete(path, types_item.line, gpu_types, from_catalogue, idle, nodes),
-                   tuple(nodes), price, pue, overhead, tariff)
+    return Cluster(_complete(path, types_item.line, gpu_types, from_catalogue, idle, restart,
+                             nodes), tuple(nodes), price, pue, overhead, tariff)
 
 
 def read_tariff(path: Path, doc: "_Fields") -> Tariff:
@@ -289,9 +298,10 @@ def _complete(path: Path, line: int, *args) -> dict[str, GpuType]:
 
 
 def _complete_types(gpu_types: dict[str, GpuType], from_catalogue: list[str],
-                    idle: dict[str, float | str], nodes: list[Node]) -> dict[str, GpuType]:
+                    idle: dict[str, float | str], restart: dict[str, float],
+                    nodes: list[Node]) -> dict[str, GpuType]:
     """Catalogue power for the largest node of each catalogued type that left it out, and the
-    idle draw of every type that set one."""
+    idle and restart draws of every type that set them."""
     out = {}
     for name, gt in gpu_types.items():
         spec = gpu_catalogue().get(name)
@@ -304,7 +314,7 @@ def _complete_types(gpu_types: dict[str, GpuType], from_catalogue: list[str],
         if power and idle_w > power[0]:
             raise ValueError(f"gpu_types.{name}.idle_power_w: {idle_w} W exceeds the draw with "
                              f"one busy GPU ({power[0]} W); expected at most that")
-        out[name] = GpuType(name, power, float(idle_w))
+        out[name] = GpuType(name, power, float(idle_w), restart.get(name))
     return out
 
 
@@ -496,7 +506,9 @@ def cluster_document(cluster: Cluster) -> dict:
         "pue": cluster.pue,
         "restart_overhead_s": cluster.restart_overhead_s,
         "gpu_types": {t.name: {"node_power_w": list(t.node_power_w),
-                               **({"idle_power_w": t.idle_w} if t.idle_w else {})}
+                               **({"idle_power_w": t.idle_w} if t.idle_w else {}),
+                               **({"restart_power_w": t.restart_w}
+                                  if t.restart_w is not None else {})}
                       for t in cluster.gpu_types.values()},
         "nodes": [{"name": n.name, "gpu_type": n.gpu_type, "gpus": n.gpus} for n in cluster.nodes],
     }

@@ -17,16 +17,27 @@ class GpuType:
     """A GPU model and the power its node draws with 1..k busy GPUs (index b-1).
 
     `idle_w` is what a node with no busy GPU draws: 0 by default (switched off, as in the
-    paper); a cluster whose nodes stay powered sets it.
+    paper); a cluster whose nodes stay powered sets it. `restart_w`, if set, is what one GPU
+    draws while its job restarts (interpreter, data, CUDA, checkpoint): measured on an H200,
+    about 140 W against 230-470 W training. Unset, a restarting GPU counts as busy (the paper).
     """
 
     name: str
     node_power_w: tuple[float, ...]
     idle_w: float = 0.0
+    restart_w: float | None = None
 
     def power_w(self, busy_gpus: int) -> float:
         """Node draw in watts with `busy_gpus` busy; `idle_w` (default 0 W: off) when none."""
         return self.idle_w if busy_gpus <= 0 else self.node_power_w[busy_gpus - 1]
+
+    def restart_saving_w(self, gpus: int) -> float:
+        """Watts below the table's draw while a job restarts on `gpus` of these GPUs: each
+        draws `restart_w` instead of its share of a full node's draw (exact for tables linear
+        in the busy count, as GPU-board tables are)."""
+        if self.restart_w is None or not self.node_power_w:
+            return 0.0
+        return gpus * (self.node_power_w[-1] / len(self.node_power_w) - self.restart_w)
 
     def extra_w(self, busy_gpus: int) -> float:
         """Draw above idle with `busy_gpus` busy: what running jobs add, and what a plan can

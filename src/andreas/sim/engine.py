@@ -39,6 +39,11 @@ class _Stretch:
     epochs: float = 0.0
     limit_w: float | None = None  # GPU power limit; None = default
     saved_w: float = 0.0  # watts below the node table's draw for this job's GPUs
+    restart_saved_w: float = 0.0  # and, until restart_end, this much more (GpuType.restart_w)
+
+    def saved_at(self, t: float) -> float:
+        """Watts below the table's draw in the piece that starts at `t`."""
+        return self.saved_w + (self.restart_saved_w if t < self.restart_end else 0.0)
 
 
 @dataclass
@@ -223,29 +228,47 @@ class Simulator:
             self._decide(now, active)
 
     def _advance(self, running: list[_JobState], t0: float, t1: float) -> None:
-        """Integrate energy and progress over [t0, t1], during which nothing changes."""
+        """Integrate energy and progress over [t0, t1], during which no job starts or ends
+        (a restart that ends inside it, where restarts draw less, splits the energy)."""
         if t1 <= t0:
             return
+        restarting = [s.stretch for s in running if s.stretch.restart_saved_w
+                      and t0 < s.stretch.restart_end]
+        ends = sorted({st.restart_end for st in restarting if st.restart_end < t1})
+        for a, b in zip([t0, *ends], [*ends, t1]):
+            self._energy(running, restarting, a, b)
+        for s in running:
+            st = s.stretch
+            progress = max(0.0, t1 - max(t0, st.restart_end)) / st.seconds_per_epoch
+            progress = min(progress, s.remaining)
+            s.remaining -= progress
+            st.epochs += progress
+
+    def _energy(self, running: list[_JobState], restarting: list[_Stretch], t0: float,
+                t1: float) -> None:
+        """Energy over [t0, t1], during which every draw is constant; `restarting` are the
+        stretches whose restarts draw less (GpuType.restart_w) and have not ended by t0."""
         dt = t1 - t0
         priced = self.cluster.energy_eur if self.tariff is not None else None
+        saved = self.saved
+        if restarting:
+            saved = list(saved)
+            for st in restarting:
+                if t0 < st.restart_end:
+                    saved[st.node] += st.restart_saved_w
         for n, b in enumerate(self.busy):
-            watts = self.node_power[n][b - 1] - self.saved[n] if b else self.node_idle[n]
+            watts = self.node_power[n][b - 1] - saved[n] if b else self.node_idle[n]
             if watts:
                 self.energy_joules += watts * dt
                 if priced:
                     self.energy_eur += priced(watts, t0, t1)
         for s in running:
             st = s.stretch
-            assert st is not None
             b = self.busy[st.node]
-            share = self.node_power[st.node][b - 1] * st.gpus / b - st.saved_w
+            share = self.node_power[st.node][b - 1] * st.gpus / b - st.saved_at(t0)
             s.energy_joules += share * dt
             if priced:
                 s.energy_eur += priced(share, t0, t1)
-            progress = max(0.0, t1 - max(t0, st.restart_end)) / st.seconds_per_epoch
-            progress = min(progress, s.remaining)
-            s.remaining -= progress
-            st.epochs += progress
 
     def _finish(self, s: _JobState, now: float) -> None:
         assert s.stretch is not None
@@ -310,8 +333,10 @@ class Simulator:
         profiles = self.scenario.profiles
         spe = profiles.seconds_per_epoch(s.job.profile, *config, target.power_limit_w)
         saved = profiles.saved_w(s.job.profile, config, target.power_limit_w) * target.gpus
+        restart_saved = (self.cluster.gpu_types[config[0]].restart_saving_w(target.gpus)
+                         if restart_end > now else 0.0)
         s.stretch = _Stretch(n, target.gpus, spe, now, restart_end, 0.0, target.power_limit_w,
-                             saved)
+                             saved, restart_saved)
         self.busy[n] += target.gpus
         self.saved[n] += saved
 
@@ -324,7 +349,7 @@ class Simulator:
         if restart_stop > st.start:
             self.segments.append(Segment(s.job.job_id, node.name, node.gpu_type, st.gpus,
                                          st.start, restart_stop, 0.0, "restart", st.limit_w,
-                                         st.saved_w))
+                                         st.saved_w + st.restart_saved_w))
         if now > st.restart_end:
             self.segments.append(Segment(s.job.job_id, node.name, node.gpu_type, st.gpus,
                                          st.restart_end, now, st.epochs, "run", st.limit_w,

@@ -143,3 +143,25 @@ def test_an_unreachable_database_is_one_clear_line(tmp_path):
                   "postgresql+psycopg://nobody@127.0.0.1:1/andreas")
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert "cannot open the database" in run.stderr and "Connection refused" in run.stderr
+
+
+def test_modelled_energy_charges_each_runs_start_up_at_the_restart_draw():
+    from andreas.service.energy import modelled_costs, run_segments
+
+    cluster = Cluster({"G": GpuType("G", (300.0, 600.0), restart_w=100.0)},
+                      (Node("n", "G", 2),), 0.25, 1.0, 5.0)
+    t0 = 1_700_000_000.0  # Unix times, as the service records them
+    # a: 2 GPUs for 20 s (5 s start-up at 2 x 100 W, 15 s at 600 W); b: 1 GPU, ended in its
+    # start-up after 3 s (1 GPU restarting beside a's two restarting ones would exceed 2 GPUs,
+    # so b runs later, alone: 3 s at 100 W)
+    segs = (run_segments(cluster, "a", "n", "G", 2, t0, t0 + 20, 10.0)
+            + run_segments(cluster, "b", "n", "G", 1, t0 + 30, t0 + 33, 0.0))
+    assert [(s.phase, s.end - s.start) for s in segs] == [
+        ("restart", 5.0), ("run", 15.0), ("restart", 3.0)]
+    jobs = [Job("a", t0, t0 + 100, 0.01, 10.0, "p"), Job("b", t0, t0 + 100, 0.01, 1.0, "p")]
+    costs = modelled_costs(cluster, jobs, segs)
+    assert costs.energy_joules == pytest.approx(200 * 5 + 600 * 15 + 100 * 3)
+    assert costs.completion["a"] == pytest.approx(t0 + 20)
+    plain = Cluster({"G": GpuType("G", (300.0, 600.0))}, cluster.nodes, 0.25, 1.0, 5.0)
+    assert [s.phase for s in run_segments(plain, "a", "n", "G", 2, t0, t0 + 20, 10.0)] \
+        == ["run"]  # no restart draw set: a run is busy from its start (the paper's model)

@@ -6,7 +6,8 @@ epoch time is the spacing of its progress reports after the warm-up epochs (so s
 first-epoch effects are left out); start-up is reported on its own, because the scheduler
 should know it as the restart overhead. Where NVML is there, the GPUs' mean board power over the
 measured epochs is recorded too (`measured_power_w`), from their energy counters read as the
-reports arrive: what a node's power table should say while the script runs.
+reports arrive: what a node's power table should say while the script runs; and their mean
+power during start-up (`startup_power_w`): what they draw while a job restarts.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ..errors import AndreasError
 from .receiver import ProgressReceiver
 
 PROFILE_COLUMNS = ("profile", "gpu_type", "gpus", "seconds_per_epoch", "spread_s", "samples",
-                   "startup_s", "measured_power_w")
+                   "startup_s", "measured_power_w", "startup_power_w")
 
 
 @dataclass(frozen=True)
@@ -37,13 +38,16 @@ class Measurement:
     samples: int
     startup_s: float  # launch to first report, less one epoch
     power_w: float | None = None  # the GPUs' mean board power while measured (NVML)
+    startup_power_w: float | None = None  # ... and while the script started up
 
     def row(self) -> dict[str, str]:
         return {"profile": self.profile, "gpu_type": self.gpu_type, "gpus": str(self.gpus),
                 "seconds_per_epoch": f"{self.seconds_per_epoch:.6g}",
                 "spread_s": f"{self.spread_s:.3g}", "samples": str(self.samples),
                 "startup_s": f"{self.startup_s:.3g}",
-                "measured_power_w": "" if self.power_w is None else f"{self.power_w:.4g}"}
+                "measured_power_w": "" if self.power_w is None else f"{self.power_w:.4g}",
+                "startup_power_w": ("" if self.startup_power_w is None
+                                    else f"{self.startup_power_w:.4g}")}
 
 
 def parse_configs(text: str) -> list[tuple[str, int]]:
@@ -98,6 +102,7 @@ def profile_script(command: list[str], profile: str, configs: list[tuple[str, in
             except OSError as exc:
                 raise AndreasError(f"cannot run {command[0]!r}: {exc}") from None
             launch = _Launch(gpu_type, gpus, key, launched, proc, indices)
+            launch.read_energy(meter, 0)  # the counters at launch, for the start-up's draw
             launches.append(launch)
             if not parallel:
                 _run_to_end([launch], receiver, warmup + epochs, warmup, min_seconds,
@@ -136,6 +141,17 @@ class _Launch:
         if first is None or last is None or last[1] <= first[1]:
             return None
         return (last[2] - first[2]) / 1000.0 / (last[1] - first[1])
+
+    def startup_power_w(self, startup_s: float, seconds_per_epoch: float,
+                        run_power_w: float | None) -> float | None:
+        """Mean power from launch to the first report, less the first epoch (counted at the
+        run's power), over the start-up time."""
+        launch = next((e for e in self.energy if e[0] == 0), None)
+        first = next((e for e in self.energy if e[0] >= 1), None)
+        if launch is None or first is None or run_power_w is None or startup_s <= 0:
+            return None
+        joules = (first[2] - launch[2]) / 1000.0 - run_power_w * seconds_per_epoch
+        return max(0.0, joules / startup_s)
 
 
 def _run_to_end(launches: list[_Launch], receiver: ProgressReceiver, reports: int,
@@ -189,8 +205,9 @@ def _measure(receiver: ProgressReceiver, launch: _Launch, profile: str,
     spe = statistics.fmean(intervals)
     spread = statistics.stdev(intervals) if len(intervals) > 1 else 0.0
     startup = max(0.0, times[0] - launched - spe)
-    return Measurement(profile, gpu_type, gpus, spe, spread, len(intervals), startup,
-                       launch.power_w(warmup))
+    power = launch.power_w(warmup)
+    return Measurement(profile, gpu_type, gpus, spe, spread, len(intervals), startup, power,
+                       launch.startup_power_w(startup, spe, power))
 
 
 def write_profiles(path: Path, measurements: list[Measurement]) -> None:

@@ -70,13 +70,14 @@ nodes:
 CONFIGS = [("big", 1), ("small", 1)]
 GPU_CLUSTER_YAML = """\
 # Written by andreas validate --gpu: this machine's {gpus} {product} GPU(s) as one node. The power
-# table is the boards' mean power measured while profiling (NVML), GPU boards only, as NVML
-# measures the runs: {powers}.
+# table is the boards' power measured while profiling (NVML), GPU boards only, as NVML
+# measures the runs ({powers}), weighted by the workload's planned GPU time per model; a
+# restarting GPU draws the mean measured during start-ups.
 energy_price: 0.25
 pue: 1.2
 restart_overhead_s: {overhead:.3f}
 gpu_types:
-  {gpu_type}: {{node_power_w: [{table}]}}
+  {gpu_type}: {{node_power_w: [{table}]{restart}}}
 nodes:
   - {{name: gpu0, gpu_type: {gpu_type}, gpus: {gpus}}}
 """
@@ -135,18 +136,28 @@ def gpu_machine() -> GpuMachine:
     return GpuMachine(meter, names[0], canonical_gpu(slug) or slug, len(names))
 
 
-def gpu_cluster_yaml(machine: GpuMachine, measurements: list[Measurement],
-                     overhead: float) -> str:
+def gpu_cluster_yaml(machine: GpuMachine, measurements: list[Measurement], overhead: float,
+                     gpu_seconds: dict[str, float] | None = None) -> str:
     """The node's power table from the boards' measured power: k busy GPUs draw k times the
-    mean of the profiled models' power (an idle board is not counted, as per-run NVML energy
-    does not count it)."""
+    mean of the profiled models' power, weighted by the GPU time the workload plans for each
+    (`gpu_seconds`; equal weights without it). An idle board is not counted, as per-run NVML
+    energy does not count it; a restarting GPU draws the mean power measured in start-ups.
+    One draw per GPU type is the paper's model: per job, a model drawing less or more than
+    the mean is mispredicted by that much."""
     powers = {m.profile: m.power_w for m in measurements}
     missing = [p for p, w in powers.items() if w is None]
     if missing:
         raise AndreasError(f"--gpu: NVML gave no energy readings while profiling "
                            f"{', '.join(missing)}")
-    mean = statistics.fmean(powers.values())
-    return GPU_CLUSTER_YAML.format(
+    weights = ([gpu_seconds.get(p, 0.0) for p in powers] if gpu_seconds
+               else [1.0] * len(powers))
+    if not sum(weights):
+        weights = [1.0] * len(powers)
+    mean = sum(w * x for w, x in zip(weights, powers.values())) / sum(weights)
+    startups = [m.startup_power_w for m in measurements]
+    restart = ("" if None in startups
+               else f", restart_power_w: {statistics.fmean(startups):.1f}")
+    return GPU_CLUSTER_YAML.format(restart=restart,
         gpus=machine.gpus, product=machine.product, gpu_type=machine.gpu_type,
         overhead=overhead, table=", ".join(f"{k * mean:.1f}" for k in range(1, machine.gpus + 1)),
         powers=", ".join(f"{p} {w:.1f} W" for p, w in sorted(powers.items())))
@@ -167,7 +178,7 @@ def plan_workload(spec: ValidationSpec, spe: dict[str, float]) -> list[PlannedJo
     for i in range(spec.jobs):
         model = models[int(rng.integers(len(models)))]
         if spec.gpu:  # GPU speeds vary by orders of magnitude: size jobs by run time
-            seconds = float(rng.uniform(4, 8) if spec.quick else rng.uniform(12, 28))
+            seconds = float(rng.uniform(4, 8) if spec.quick else rng.uniform(8, 20))
             epochs = max(3, round(seconds / spe[model]))
         else:
             epochs = int(rng.integers(6, 10)) if spec.quick else int(rng.integers(30, 80))
@@ -220,7 +231,14 @@ def run_validation(out: Path, spec: ValidationSpec,
     used = [Measurement(m.profile, m.gpu_type, m.gpus, m.seconds_per_epoch * scale, m.spread_s,
                         m.samples, m.startup_s) for m in measurements]
     write_profiles(work / "profiles.csv", used)
-    (work / "cluster.yaml").write_text(gpu_cluster_yaml(machine, measurements, overhead)
+    measured_spe = {(m.profile, m.gpu_type): m.seconds_per_epoch for m in measurements}
+    fastest = {m: min(v for (p, _), v in measured_spe.items() if p == m) for m in models}
+    planned = plan_workload(spec, fastest)
+    gpu_seconds = {p.model: 0.0 for p in planned}
+    for p in planned:
+        gpu_seconds[p.model] += p.epochs * fastest[p.model]
+    (work / "cluster.yaml").write_text(gpu_cluster_yaml(machine, measurements, overhead,
+                                                        gpu_seconds)
                                        if machine else CLUSTER_YAML.format(overhead=overhead))
     port = _free_port()
     (work / "service.yaml").write_text(
@@ -231,9 +249,6 @@ def run_validation(out: Path, spec: ValidationSpec,
         # a second late costs about what a big node's second of energy costs, or less
         f"priority_weights: {{1: 0.000002, 2: 0.000005, 3: 0.00001, 4: 0.00002, 5: 0.00004}}\n")
     config = read_service_config(work / "service.yaml")
-    measured_spe = {(m.profile, m.gpu_type): m.seconds_per_epoch for m in measurements}
-    fastest = {m: min(v for (p, _), v in measured_spe.items() if p == m) for m in models}
-    planned = plan_workload(spec, fastest)
 
     # 2. the live service, in this process, on a real port (jobs report progress to it)
     token = secrets.token_urlsafe(16)

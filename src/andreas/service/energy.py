@@ -7,8 +7,26 @@ energy counters (GPU boards only, no host share), reported beside the model.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..cost import CostBreakdown, account_segments
 from ..model import Cluster, Job, Segment
+
+
+def run_segments(cluster: Cluster, job_id: str, node: str, gpu_type: str, gpus: int,
+                 start: float, end: float, epochs: float) -> list[Segment]:
+    """A run's busy interval as the model sees it: where the GPU type has a restart draw,
+    the first `restart_overhead_s` are a restart (every run starts up, the first included, as
+    the service's forecasts assume), the rest runs."""
+    gt = cluster.gpu_types.get(gpu_type)
+    saving = gt.restart_saving_w(gpus) if gt is not None else 0.0
+    split = min(end, start + cluster.restart_overhead_s)
+    if not saving or split <= start:
+        return [Segment(job_id, node, gpu_type, gpus, start, end, epochs)]
+    out = [Segment(job_id, node, gpu_type, gpus, start, split, 0.0, "restart", None, saving)]
+    if end > split:
+        out.append(Segment(job_id, node, gpu_type, gpus, split, end, epochs))
+    return out
 
 
 def modelled_costs(cluster: Cluster, jobs: list[Job], segments: list[Segment]) -> CostBreakdown:
@@ -17,8 +35,7 @@ def modelled_costs(cluster: Cluster, jobs: list[Job], segments: list[Segment]) -
     Times are shifted to start at the first segment, since `account_segments` charges idle
     draw from time 0 on."""
     origin = min((s.start for s in segments), default=0.0)
-    shifted = [Segment(s.job_id, s.node, s.gpu_type, s.gpus, s.start - origin, s.end - origin,
-                       s.epochs, s.phase) for s in segments]
+    shifted = [replace(s, start=s.start - origin, end=s.end - origin) for s in segments]
     shifted_jobs = [Job(j.job_id, j.submit_time - origin, j.due_date - origin,
                         j.tardiness_weight, j.epochs, j.profile) for j in jobs]
     result = account_segments(cluster, shifted_jobs, shifted)

@@ -24,7 +24,7 @@ from typing import Callable
 from sqlalchemy import select
 
 from ..catalogue import canonical_gpu
-from ..model import Cluster, Job, Node, Profiles, Segment
+from ..model import Cluster, Job, Node, Profiles
 from ..policies import make_policy
 from ..policies.base import Assignment, JobView, Snapshot, check_plan
 from ..sim.forecast import ForeseenDecision, forecast
@@ -33,7 +33,7 @@ from ..executors.launch import LOCKED_EXIT
 from ..measure.nvml import NvmlMeter
 from .config import ServiceConfig
 from .db import ACTIVE_STATES, JobRow, ProgressRow, RunRow
-from .energy import modelled_costs
+from .energy import modelled_costs, run_segments
 from .learning import speed_factor
 from .store import Store, hash_token, new_token
 
@@ -488,13 +488,15 @@ class Scheduler:
         with self.store.session() as s:
             jobs = s.scalars(select(JobRow)).all()
             runs = s.scalars(select(RunRow)).all()
-        segments = [Segment(r.job_id, r.node, r.gpu_type, len(r.gpu_indices), r.started_at,
-                            r.ended_at if r.ended_at is not None else now,
-                            (r.epochs_at_end or 0.0) - r.epochs_at_start)
-                    for r in runs if (r.ended_at or now) > r.started_at]
+        cluster = self.cluster_for_accounting(runs)
+        segments = [seg for r in runs if (r.ended_at or now) > r.started_at
+                    for seg in run_segments(cluster, r.job_id, r.node, r.gpu_type,
+                                            len(r.gpu_indices), r.started_at,
+                                            r.ended_at if r.ended_at is not None else now,
+                                            (r.epochs_at_end or 0.0) - r.epochs_at_start)]
         job_objs = [Job(j.id, j.submitted_at, j.due_date, j.weight, float(j.epochs), "x")
                     for j in jobs]
-        costs = modelled_costs(self.cluster_for_accounting(runs), job_objs, segments)
+        costs = modelled_costs(cluster, job_objs, segments)
         nvml: dict[str, float] = {}
         for r in runs:
             if r.energy_j is not None:

@@ -44,3 +44,29 @@ def test_round_based_simulations_keep_the_invariants(sc, policy, period):
     assert all(r.first_start % period == pytest.approx(0.0, abs=1e-6)
                or r.first_start % period == pytest.approx(period, abs=1e-6)
                for r in result.jobs)
+
+
+def test_compare_runs_rounds_too(tmp_path):
+    import csv
+    import subprocess
+    import sys
+
+    def compare(out, *extra):
+        return subprocess.run([sys.executable, "-m", "andreas", "compare", "--generate", "2",
+                               "--instances", "1", "--lambda", "4000", "--policies", "fifo",
+                               "--workers", "1", "--out", str(tmp_path / out), *extra],
+                              capture_output=True, text=True, timeout=300)
+
+    def points(out):
+        rows = list(csv.DictReader((tmp_path / out / "runs.csv").open()))
+        return int(rows[0]["rescheduling_points"])
+
+    bad = compare("bad", "--period-only")
+    assert bad.returncode == 2 and "--period-only needs --period" in bad.stderr
+    assert not (tmp_path / "bad").exists()
+    for out, extra in (("rounds", ("--period", "600", "--period-only")),
+                       ("eager", ("--period", "600"))):
+        run = compare(out, *extra)
+        assert run.returncode == 0, run.stderr[-2000:]
+    # rounds ask the policy at the ticks only, not also at every arrival and completion
+    assert points("rounds") < points("eager")

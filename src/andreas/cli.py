@@ -143,6 +143,9 @@ PassBudget = typer.Option(0, help="Randomized Greedy: at most this many job plac
                           "(passes × jobs) per decision, for long queues such as trace "
                           "replays; 0 = no limit.")
 Period = typer.Option(None, help="Also reschedule every PERIOD simulated seconds.")
+PeriodOnly = typer.Option(False, "--period-only", help="Reschedule only every --period "
+                          "seconds (rounds, as Gavel does), not at each arrival and "
+                          "completion: bounded decisions on long traces.")
 Overhead = typer.Option(None, "--restart-overhead", min=0.0,
                         help="Generated scenarios: seconds lost at each restart (default: the "
                              "template's).")
@@ -157,9 +160,7 @@ def simulate_cmd(
     seed: int = typer.Option(1, help="Seed of a randomised policy."),
     out: Path = typer.Option(..., help="Output directory (summary.json, jobs.csv, segments.csv)."),
     period: Optional[float] = Period,
-    period_only: bool = typer.Option(False, help="Reschedule only every --period seconds "
-                                     "(rounds, as Gavel does), not at each arrival and "
-                                     "completion: bounded decisions on long traces."),
+    period_only: bool = PeriodOnly,
     max_iterations: int = MaxIt, pi: float = Pi, alpha: float = Alpha, beta: float = Beta,
     elite_size: int = Elite, score: str = Score, order: str = Order, extra_orders: str = Extra,
     milp_time_limit: float = MilpLimit, plan_restart_s: float = PlanRestart,
@@ -258,6 +259,7 @@ def compare_cmd(
                                           "and the tables here."),
     workers: int = typer.Option(0, min=0, help="Worker processes (0 = one per core)."),
     period: Optional[float] = Period,
+    period_only: bool = PeriodOnly,
     restart_overhead: Optional[float] = Overhead,
     max_iterations: int = MaxIt, pi: float = Pi, alpha: float = Alpha, beta: float = Beta,
     elite_size: int = Elite, score: str = Score, order: str = Order, extra_orders: str = Extra,
@@ -289,7 +291,7 @@ def compare_cmd(
         task = bar.add_task("simulating", total=total)
         comparison = compare(scenarios, names, seed_list, period=period, params=params,
                              workers=workers or default_workers(),
-                             on_done=lambda i: bar.advance(task))
+                             on_done=lambda i: bar.advance(task), period_only=period_only)
     table = comparison.table()
     console.print(render_table(table, len(scenarios)))
     if out is not None:
@@ -527,7 +529,9 @@ def profile_cmd(
     for m in results:
         console.print(f"{m.profile} {m.gpu_type}:{m.gpus}  {m.seconds_per_epoch:.4f} s/epoch "
                       f"± {m.spread_s:.4f} ({m.samples} epochs), start-up {m.startup_s:.2f} s"
-                      + ("" if m.power_w is None else f", GPU board power {m.power_w:.1f} W"))
+                      + ("" if m.power_w is None else f", GPU board power {m.power_w:.1f} W")
+                      + ("" if m.startup_power_w is None
+                         else f" ({m.startup_power_w:.1f} W in start-up)"))
     console.print(f"wrote {out}")
 
 

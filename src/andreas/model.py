@@ -19,7 +19,7 @@ class GpuType:
     `idle_w` is what a node with no busy GPU draws: 0 by default (switched off, as in the
     paper); a cluster whose nodes stay powered sets it. `restart_w`, if set, is what one GPU
     draws while its job restarts (interpreter, data, CUDA, checkpoint): measured on an H200,
-    about 140 W against 230-470 W training. Unset, a restarting GPU counts as busy (the paper).
+    about 110-117 W against 208-457 W training. Unset, a restarting GPU counts as busy (the paper).
     """
 
     name: str

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from ..errors import AndreasError
 from ..model import Scenario
 from ..policies import make_policy
 from ..sim.engine import SimulationResult
@@ -79,11 +80,15 @@ class Comparison:
 
 def compare(scenarios: Sequence[Scenario], policies: Sequence[str], seeds: Sequence[int], *,
             period: float | None = None, params: dict | None = None, workers: int = 1,
-            on_done: Callable[[int], None] | None = None) -> Comparison:
+            on_done: Callable[[int], None] | None = None,
+            period_only: bool = False) -> Comparison:
     for p in policies:
         make_policy(p)  # fail fast on an unknown name
+    if period_only and period is None:
+        raise AndreasError("--period-only needs --period")
     specs = plan_runs(len(scenarios), policies, seeds)
-    tasks = [Task(s, scenarios[s.instance], period, dict(params or {})) for s in specs]
+    tasks = [Task(s, scenarios[s.instance], period, dict(params or {}), period_only)
+             for s in specs]
     results = list(run_all(tasks, workers, on_done))
     return Comparison(scenarios, list(policies), specs, results)
 

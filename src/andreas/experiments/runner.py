@@ -29,6 +29,7 @@ class Task:
     scenario: Scenario
     period: float | None
     params: dict
+    period_only: bool = False  # rounds: the policy is asked only every `period` seconds
 
 
 def plan_runs(n_instances: int, policies: Sequence[str], seeds: Sequence[int]) -> list[RunSpec]:
@@ -42,7 +43,7 @@ def execute(task: Task) -> SimulationResult:
     if task.spec.seed is not None:
         params["seed"] = task.spec.seed
     return simulate(task.scenario, make_policy(task.spec.policy, **params), period=task.period,
-                    seed=task.spec.seed)
+                    seed=task.spec.seed, period_only=task.period_only)
 
 
 def default_workers() -> int:

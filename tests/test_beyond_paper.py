@@ -198,3 +198,39 @@ def test_planning_restart_penalty_keeps_jobs_in_place_and_cuts_restarts():
     assert damped.summary["restarts"] < free.summary["restarts"]
     # The penalty is only a planning device: the simulated restarts still cost nothing here.
     assert all(s.phase == "run" for s in damped.segments)
+
+
+@pytest.mark.parametrize("due, other_gpus, spends", [
+    (200.0, 1, False),  # 100 s instead of 60 s: 100 s of slack left, more than 0.5 x 60 s
+    (80.0, 1, True),  # 20 s early on 2 GPUs, 20 s late on 1: the slack it needed is spent
+    (129.0, 1, True),  # 69 s of slack on 2 GPUs, 29 s on 1: less than 0.5 x 60 s is left...
+    (130.0, 1, False),  # ...but 30 s left is enough
+    (200.0, None, True),  # left waiting while the greedy pass runs it on time
+    (50.0, 1, False),  # late under the greedy pass too: not the guard's business
+])
+def test_slack_guard_by_hand(due, other_gpus, spends):
+    from andreas.policies.greedy import spends_needed_slack
+
+    # one 2-GPU node; 10 epochs: 6 s each on 2 GPUs (60 s), 10 s each on 1 GPU (100 s)
+    sc = scenario(cluster([("n1", "G", 2)], {"G": [100, 150]}),
+                  {"p": {("G", 1): 10.0, ("G", 2): 6.0}}, [job("a", due=due)])
+    ctx = PlanningContext(snapshot(sc))
+    by_gpus = {c.gpus: c for c in ctx.cands[0]}
+    base = [(0, by_gpus[2])]
+    other = [None if other_gpus is None else (0, by_gpus[other_gpus])]
+    assert spends_needed_slack(ctx, base, other, 0.5) is spends
+    assert spends_needed_slack(ctx, [None], other, 0.5) is False  # waiting in the pass: free
+
+
+def test_slack_guard_keeps_andreas_from_spending_slack_later_arrivals_need():
+    # 5 nodes, λ = 3000, instance 5: without the guard the look-ahead's plans left two jobs
+    # late that the greedy pass finishes on time (docs/beyond-the-paper.md)
+    from andreas.sim.generate import generate_paper_style, load_template
+
+    sc = generate_paper_style(load_template("paper"), 5, seed=5, lam=3000)
+    greedy = simulate(sc, make_policy("greedy")).summary
+    guarded = simulate(sc, make_policy("andreas", seed=1)).summary
+    unguarded = simulate(sc, make_policy("andreas", seed=1, slack_guard=None)).summary
+    assert unguarded["tardy_jobs"] > greedy["tardy_jobs"]
+    assert guarded["tardy_jobs"] <= greedy["tardy_jobs"]
+    assert guarded["total_cost"] < unguarded["total_cost"]

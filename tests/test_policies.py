@@ -101,9 +101,18 @@ def test_randomized_greedy_never_worse_than_greedy_on_its_score(snap, seed, scor
     assert andreas_elite[0].score <= greedy_best.score + 1e-12
     costs = [e.score for e in andreas_elite]
     assert costs == sorted(costs) and len(andreas_elite) <= 10
-    # The plan it returns is the best of its elite.
+    # The plan it returns is the best of its elite, unless that plan spends slack the greedy
+    # pass keeps (the slack guard): then the greedy pass's.
+    from andreas.policies.greedy import spends_needed_slack
+
+    best = andreas_elite[0]
     plan = make_policy("andreas", seed=seed, max_iterations=50, score=score).decide(snap)
-    assert plan == ctx.to_plan(list(andreas_elite[0].placed))
+    guarded = best.iteration != 0 and spends_needed_slack(
+        ctx, list(greedy_best.placed), list(best.placed), 0.5)
+    assert plan == ctx.to_plan(list((greedy_best if guarded else best).placed))
+    unguarded = make_policy("andreas", seed=seed, max_iterations=50, score=score,
+                            slack_guard=None).decide(snap)
+    assert unguarded == ctx.to_plan(list(best.placed))
 
 
 def test_greedy_and_andreas_share_one_implementation():

@@ -50,6 +50,11 @@ class GreedyParams:
     # At most this many job placements (passes x jobs) per decision; 0 = no limit. Bounds the
     # decision time on long queues (a trace replay), where a pass costs as much as its jobs.
     pass_budget: int = 0
+    # A randomised plan replaces the deterministic pass only if no job that pass runs on time
+    # is left waiting, or finishes later with less slack than min(its slack there, this share
+    # of its run time). The look-ahead ignores future arrivals, so plans that spend slack
+    # look cheaper than they are. None: off (the paper, and session 3's andreas).
+    slack_guard: float | None = 0.5
 
     def __post_init__(self) -> None:
         if self.score not in SCORES:
@@ -59,6 +64,8 @@ class GreedyParams:
             raise AndreasError(f"plan_restart_s must be >= 0, got {self.plan_restart_s}")
         if self.pass_budget < 0:
             raise AndreasError(f"pass_budget must be >= 0, got {self.pass_budget}")
+        if self.slack_guard is not None and self.slack_guard < 0:
+            raise AndreasError(f"slack_guard must be >= 0 or None, got {self.slack_guard}")
         if self.impl not in ("fast", "plain"):
             raise AndreasError(f"unknown implementation {self.impl!r}; expected fast or plain")
         for order in (self.order, *self.extra_orders):
@@ -85,6 +92,13 @@ class RandomizedGreedy:
             return {}
         ctx = PlanningContext(snapshot, self.params.plan_restart_s)
         best = self.elite(ctx, size=1)[0]
+        guard = self.params.slack_guard
+        if guard is not None and best.iteration != 0:
+            first = self.build(ctx, ORDERINGS[self.params.order](
+                ctx, list(range(len(ctx.job_ids)))))
+            self.post_process(ctx, first, SCORES[self.params.score])
+            if spends_needed_slack(ctx, first, list(best.placed), guard):
+                best = ScoredPlan(best.score, 0, tuple(first))
         return refine(snapshot, ctx.to_plan(list(best.placed)), self.params)
 
     def elite(self, ctx: PlanningContext, size: int | None = None) -> list[ScoredPlan]:
@@ -247,6 +261,26 @@ class RandomizedGreedy:
         return cost
 
 
+def spends_needed_slack(ctx: PlanningContext, base: Placed, other: Placed,
+                        guard: float) -> bool:
+    """Whether `other` leaves waiting a job that `base` runs on time, or ends such a job
+    later than `base` with less slack than min(its slack under `base`, guard x its run time
+    there). Completions are the planned run times from now."""
+    for j, (b, o) in enumerate(zip(base, other)):
+        if b is None:
+            continue
+        end_b = ctx.now + b[1].time_s
+        slack_b = ctx.due[j] - end_b
+        if slack_b < 0:
+            continue
+        if o is None:
+            return True
+        end_o = ctx.now + o[1].time_s
+        if end_o > end_b and ctx.due[j] - end_o < min(slack_b, guard * b[1].time_s):
+            return True
+    return False
+
+
 def refine(snapshot: Snapshot, plan: Plan, params: GreedyParams) -> Plan:
     """The decisions taken on a placed plan: wait for cheaper hours, then GPU power limits."""
     if params.defer and snapshot.cluster.tariff is not None:
@@ -276,5 +310,6 @@ def andreas(**params: object) -> RandomizedGreedy:
           summary="the Randomized Greedy exactly as published: pressure order, proxy cost")
 def andreas_paper(**params: object) -> RandomizedGreedy:
     params = {k: v for k, v in params.items() if k in GreedyParams.__dataclass_fields__}
-    params.update(order="pressure", score="proxy", defer=False, power_limits=False)
+    params.update(order="pressure", score="proxy", defer=False, power_limits=False,
+                  slack_guard=None)
     return RandomizedGreedy("andreas-paper", GreedyParams(**params))  # type: ignore[arg-type]

@@ -14,8 +14,9 @@ With `profile_error` the scheduler is given profiles that far off (0.3 = 30 % to
 show what online learning recovers.
 
 With `gpu` the workload is the PyTorch example on this machine's NVIDIA GPUs (one node holding
-them all, each job on one GPU), the node's power table is the boards' mean power measured while
-profiling, and each job's measured energy is what NVML's counters say its runs drew.
+them all, each job on one GPU), the node's power table is the boards' power measured while
+profiling (weighted by the workload's planned GPU time per model; restarts at the start-up
+power measured), and each job's measured energy is what NVML's counters say its runs drew.
 """
 
 from __future__ import annotations
@@ -157,9 +158,10 @@ def gpu_cluster_yaml(machine: GpuMachine, measurements: list[Measurement], overh
     startups = [m.startup_power_w for m in measurements]
     restart = ("" if None in startups
                else f", restart_power_w: {statistics.fmean(startups):.1f}")
-    return GPU_CLUSTER_YAML.format(restart=restart,
+    table = ", ".join(f"{k * mean:.1f}" for k in range(1, machine.gpus + 1))
+    return GPU_CLUSTER_YAML.format(
         gpus=machine.gpus, product=machine.product, gpu_type=machine.gpu_type,
-        overhead=overhead, table=", ".join(f"{k * mean:.1f}" for k in range(1, machine.gpus + 1)),
+        overhead=overhead, table=table, restart=restart,
         powers=", ".join(f"{p} {w:.1f} W" for p, w in sorted(powers.items())))
 
 
@@ -301,6 +303,8 @@ def run_validation(out: Path, spec: ValidationSpec,
     if machine:
         result["machine"].update(gpu_product=machine.product, gpus=machine.gpus)
         result["profiled_power_w"] = {m.profile: m.power_w for m in measurements}
+        result["profiled_startup_power_w"] = {m.profile: m.startup_power_w
+                                               for m in measurements}
     result["simulated"] = _replay(config, planned, ids, jobs, t0, spec, result)
     tmp = out / "validation.json.tmp"
     tmp.write_text(json.dumps(result, indent=2))

@@ -55,7 +55,6 @@ class NvmlMeter:
 def gpu_type_name(product: str) -> str:
     """A GPU type name for files from NVML's product name: 'NVIDIA H200' -> 'h200',
     'Tesla V100-SXM2-32GB' -> 'v100-sxm2-32gb'."""
-    words = re.sub(r"^(nvidia|tesla|geforce)\s+", "", product.strip(), flags=re.I)
-    words = re.sub(r"^(nvidia|tesla|geforce)\s+", "", words, flags=re.I)
+    words = re.sub(r"^((nvidia|tesla|geforce)\s+)+", "", product.strip(), flags=re.I)
     slug = re.sub(r"[^a-z0-9]+", "-", words.lower()).strip("-")
     return slug or "gpu"

@@ -94,8 +94,7 @@ class RandomizedGreedy:
         best = self.elite(ctx, size=1)[0]
         guard = self.params.slack_guard
         if guard is not None and best.iteration != 0:
-            first = self.build(ctx, ORDERINGS[self.params.order](
-                ctx, list(range(len(ctx.job_ids)))))
+            first = self.build(ctx, ordered(ctx, self.params.order))
             self.post_process(ctx, first, SCORES[self.params.score])
             if spends_needed_slack(ctx, first, list(best.placed), guard):
                 best = ScoredPlan(best.score, 0, tuple(first))
@@ -108,13 +107,12 @@ class RandomizedGreedy:
         p = self.params
         size = p.elite_size if size is None else min(size, p.elite_size)
         score = SCORES[p.score]
-        order0 = ORDERINGS[p.order](ctx, list(range(len(ctx.job_ids))))
+        order0 = ordered(ctx, p.order)
         iterations = max(1, min(p.max_iterations, self.iteration_cap(ctx)))
         if p.pass_budget:
             iterations = max(1, min(iterations, p.pass_budget // max(1, len(ctx.job_ids))))
         draws = self.draws(ctx, iterations)
-        starts = [order0] + [ORDERINGS[o](ctx, list(range(len(ctx.job_ids))))
-                             for o in p.extra_orders if iterations > 1]
+        starts = [order0] + [ordered(ctx, o) for o in p.extra_orders if iterations > 1]
         if p.impl == "fast":
             return self._elite_fast(ctx, starts, draws, size)
         seen: set[tuple] = set()
@@ -259,6 +257,12 @@ class RandomizedGreedy:
                 if not accepted:
                     break
         return cost
+
+
+def ordered(ctx: PlanningContext, order: str) -> list[int]:
+    """Every job of `ctx` in the named order: the deterministic pass's (and the extra
+    passes') starting order."""
+    return ORDERINGS[order](ctx, list(range(len(ctx.job_ids))))
 
 
 def spends_needed_slack(ctx: PlanningContext, base: Placed, other: Placed,

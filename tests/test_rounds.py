@@ -70,3 +70,24 @@ def test_compare_runs_rounds_too(tmp_path):
         assert run.returncode == 0, run.stderr[-2000:]
     # rounds ask the policy at the ticks only, not also at every arrival and completion
     assert points("rounds") < points("eager")
+
+
+def test_path_relinking_does_not_leave_jobs_waiting_at_a_negative_price():
+    # Found by the round-based hypothesis test: three zero-weight jobs share a 4-GPU node whose
+    # draw hardly depends on its busy GPUs, at prices 0 and -0.05 EUR/kWh. The look-ahead
+    # credited a waiting job with the (negative) energy of running alone, more than sharing
+    # the node earns now, so andreas-pr left two jobs waiting on an idle cluster.
+    from andreas.model import Cluster, GpuType, Node, Profiles, Scenario, Tariff
+    from andreas.model import Job
+
+    cl = Cluster({"A": GpuType("A", (50.0, 50.0, 50.0, 51.0))}, (Node("n0", "A", 4),), -0.025,
+                 1.0, 0.0, Tariff((0.0, -0.05), 60.0, 0.0))
+    profiles = Profiles({"p0": {("A", 1): 1.0, ("A", 2): 31.0, ("A", 4): 1.0}})
+    jobs = tuple(Job(n, t, t, 0.0, 0.5, "p0") for n, t in
+                 [("j1", 0.0), ("j4", 0.0), ("j5", 0.0), ("j0", 175.0), ("j2", 175.0),
+                  ("j3", 175.0)])
+    sc = Scenario(cl, profiles, jobs, "negative-price")
+    # before the fix: SimulationError, jobs left waiting on an idle cluster at t = 225 s
+    result = simulate(sc, make_policy("andreas-pr", seed=1), period=25.0, period_only=True)
+    check_invariants(sc, result)
+    assert len(result.jobs) == len(jobs)

@@ -238,7 +238,7 @@ def _lookahead(pn, pc, pm, P_ct, P_cg, P_ctime, P_mtime, P_cen, nc, due, weight,
                     rel_g[nrel] = g
                     alive[nrel] = True
                     nrel += 1
-                    cost += P_cen[j, c]
+                    cost += max(P_cen[j, c], 0.0)  # waiting earns nothing at a negative price
                     late = now + end - due[j]
                     if late > 0:
                         cost += weight[j] * late

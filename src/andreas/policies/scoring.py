@@ -12,7 +12,8 @@ starts, on its preferred configuration that has room, as soon as enough GPUs of 
 released, and pays the energy of that run alone on a node and its forecast tardiness. The
 forecast ignores future arrivals, so it is optimistic about waiting; charging waiting jobs the
 energy of a node of their own (not a share of a full node) keeps waiting from looking cheaper
-than running now.
+than running now. At a negative price a waiting job's forecast run earns nothing (as in
+`milp`): its run alone would earn more than sharing a node now, so waiting would look best.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def lookahead(ctx: PlanningContext, placed: Placed) -> float:
                     free[cand.gpu_type] -= cand.gpus
                     end = t + cand.time_s
                     heapq.heappush(releases, (end, cand.gpu_type, cand.gpus))
-                    cost += cand.energy_eur
+                    cost += max(cand.energy_eur, 0.0)  # waiting earns nothing at a negative price
                     late = now + end - ctx.due[j]
                     if late > 0:
                         cost += ctx.weight[j] * late

@@ -175,10 +175,18 @@ def test_local_search_and_relinking_never_worsen_their_start(snap, seed):
     if len(elite) > 1:
         plan, cost = search.relink(list(elite[1].placed), list(elite[0].placed))
         assert cost <= lookahead(ctx, list(elite[1].placed)) + 1e-12
+    from andreas.policies.greedy import spends_needed_slack
+    first, first_cost = make_policy("greedy").deterministic_pass(ctx)
+    admissible = [e.score for e in elite if not spends_needed_slack(ctx, first, list(e.placed),
+                                                                    0.5)]
     for name in ("andreas-ls", "andreas-pr"):
-        policy = make_policy(name, seed=seed, max_iterations=40)
-        best, cost = policy.best(ctx)
+        # unguarded: never worse than the best elite plan
+        best, cost = make_policy(name, seed=seed, max_iterations=40, slack_guard=None).best(ctx)
         assert cost <= elite[0].score + 1e-12
+        # guarded: never worse than the best plan the guard admits, and admitted itself
+        best, cost = make_policy(name, seed=seed, max_iterations=40).best(ctx)
+        assert cost <= min(admissible + [first_cost]) + 1e-12
+        assert not spends_needed_slack(ctx, first, best, 0.5)
 
 
 def test_planning_restart_penalty_keeps_jobs_in_place_and_cuts_restarts():
@@ -206,7 +214,9 @@ def test_planning_restart_penalty_keeps_jobs_in_place_and_cuts_restarts():
     (129.0, 1, True),  # 69 s of slack on 2 GPUs, 29 s on 1: less than 0.5 x 60 s is left...
     (130.0, 1, False),  # ...but 30 s left is enough
     (200.0, None, True),  # left waiting while the greedy pass runs it on time
-    (50.0, 1, False),  # late under the greedy pass too: not the guard's business
+    (50.0, 1, True),  # late under the greedy pass and later still
+    (50.0, 2, False),  # late under the greedy pass, no later here
+    (200.0, 2, False),  # the same plan
 ])
 def test_slack_guard_by_hand(due, other_gpus, spends):
     from andreas.policies.greedy import spends_needed_slack

@@ -94,11 +94,15 @@ class RandomizedGreedy:
         best = self.elite(ctx, size=1)[0]
         guard = self.params.slack_guard
         if guard is not None and best.iteration != 0:
-            first = self.build(ctx, ordered(ctx, self.params.order))
-            self.post_process(ctx, first, SCORES[self.params.score])
+            first, first_score = self.deterministic_pass(ctx)
             if spends_needed_slack(ctx, first, list(best.placed), guard):
-                best = ScoredPlan(best.score, 0, tuple(first))
+                best = ScoredPlan(first_score, 0, tuple(first))
         return refine(snapshot, ctx.to_plan(list(best.placed)), self.params)
+
+    def deterministic_pass(self, ctx: PlanningContext) -> tuple[Placed, float]:
+        """Iteration 0's plan (the `greedy` policy's) and its score."""
+        first = self.build(ctx, ordered(ctx, self.params.order))
+        return first, self.post_process(ctx, first, SCORES[self.params.score])
 
     def elite(self, ctx: PlanningContext, size: int | None = None) -> list[ScoredPlan]:
         """The best distinct plans found (at most `size`, default the elite size), cheapest
@@ -267,20 +271,22 @@ def ordered(ctx: PlanningContext, order: str) -> list[int]:
 
 def spends_needed_slack(ctx: PlanningContext, base: Placed, other: Placed,
                         guard: float) -> bool:
-    """Whether `other` leaves waiting a job that `base` runs on time, or ends such a job
-    later than `base` with less slack than min(its slack under `base`, guard x its run time
-    there). Completions are the planned run times from now."""
+    """Whether `other` leaves waiting any job that `base` runs, ends a job that is late under
+    `base` later still, or ends an on-time job later than `base` with less slack than min(its
+    slack under `base`, guard x its run time there). Completions are the planned run times
+    from now. The deterministic pass keeps its plan unless a randomised one takes from no job
+    what that pass gives it: the look-ahead cannot see the arrivals that would need it."""
     for j, (b, o) in enumerate(zip(base, other)):
         if b is None:
             continue
-        end_b = ctx.now + b[1].time_s
-        slack_b = ctx.due[j] - end_b
-        if slack_b < 0:
-            continue
         if o is None:
             return True
+        end_b = ctx.now + b[1].time_s
         end_o = ctx.now + o[1].time_s
-        if end_o > end_b and ctx.due[j] - end_o < min(slack_b, guard * b[1].time_s):
+        if end_o <= end_b:
+            continue
+        slack_b = ctx.due[j] - end_b
+        if slack_b < 0 or ctx.due[j] - end_o < min(slack_b, guard * b[1].time_s):
             return True
     return False
 

@@ -18,9 +18,10 @@ Neither ever returns a plan worse than the best it started from.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from .base import Plan, Snapshot, register
-from .greedy import GreedyParams, RandomizedGreedy, refine
+from .greedy import GreedyParams, RandomizedGreedy, refine, spends_needed_slack
 from .planning import Candidate, PlanningContext
 from .scoring import SCORES
 
@@ -40,6 +41,8 @@ class LocalSearch:
     ctx: PlanningContext
     score: str = "lookahead"
     max_evaluations: int = 3000
+    # plans the search may return (the slack guard's test against the deterministic pass)
+    admissible: Callable[[Placed], bool] = field(default=lambda placed: True)
     evaluations: int = field(default=0, init=False)
 
     def cost(self, placed: Placed) -> float:
@@ -105,6 +108,8 @@ class LocalSearch:
         while improved and self.evaluations < self.max_evaluations:
             improved = False
             for plan in self.neighbours(best):
+                if not self.admissible(plan):
+                    continue
                 c = self.cost(plan)
                 if c < best_cost - 1e-12:
                     best, best_cost, improved = plan, c, True
@@ -139,7 +144,7 @@ class LocalSearch:
             c, j, plan = step_best
             current = plan
             todo = [k for k in todo if k != j and current[k] != guide[k]]
-            if c < best_cost - 1e-12:
+            if c < best_cost - 1e-12 and self.admissible(plan):
                 best, best_cost = list(plan), c
         return best, best_cost
 
@@ -155,9 +160,19 @@ class ImprovedGreedy:
     max_evaluations: int = 3000
 
     def best(self, ctx: PlanningContext) -> tuple[Placed, float]:
-        elite = RandomizedGreedy(self.name, self.params).elite(ctx)
-        search = LocalSearch(ctx, self.params.score, self.max_evaluations)
+        greedy = RandomizedGreedy(self.name, self.params)
+        elite = greedy.elite(ctx)
         plans = [(list(e.placed), e.score) for e in elite]
+        guard = self.params.slack_guard
+        if guard is None:
+            admissible: Callable[[Placed], bool] = lambda placed: True
+        else:  # as `andreas`: only plans that take from no job what the deterministic pass
+            first, first_cost = greedy.deterministic_pass(ctx)  # gives it
+            admissible = lambda placed: not spends_needed_slack(ctx, first, placed, guard)
+            plans = sorted([(first, first_cost)] + [(p, c) for p, c in plans
+                                                    if p != first and admissible(p)],
+                           key=lambda pc: pc[1])
+        search = LocalSearch(ctx, self.params.score, self.max_evaluations, admissible)
         best, best_cost = plans[0]
         if self.relinking:
             for i, (a, _) in enumerate(plans):

@@ -55,6 +55,10 @@ class GreedyParams:
     # of its run time). The look-ahead ignores future arrivals, so plans that spend slack
     # look cheaper than they are. None: off (the paper, and session 3's andreas).
     slack_guard: float | None = 0.5
+    # How a pass picks among a job's on-time configurations: "marginal", the least energy added
+    # to the node it lands on (PlanningContext.place); "alone", the paper's, the least energy
+    # on a node of its own.
+    config_energy: str = "marginal"
 
     def __post_init__(self) -> None:
         if self.score not in SCORES:
@@ -66,6 +70,9 @@ class GreedyParams:
             raise AndreasError(f"pass_budget must be >= 0, got {self.pass_budget}")
         if self.slack_guard is not None and self.slack_guard < 0:
             raise AndreasError(f"slack_guard must be >= 0 or None, got {self.slack_guard}")
+        if self.config_energy not in ("marginal", "alone"):
+            raise AndreasError(f"unknown config_energy {self.config_energy!r}; expected "
+                               "marginal or alone")
         if self.impl not in ("fast", "plain"):
             raise AndreasError(f"unknown implementation {self.impl!r}; expected fast or plain")
         for order in (self.order, *self.extra_orders):
@@ -153,7 +160,7 @@ class RandomizedGreedy:
             k.nc, k.home, k.home_g, k.due, k.weight, k.wait_penalty, k.pressure_rank,
             k.node_type, k.node_cap, k.power, k.type_capacity, float(ctx.now),
             float(ctx.eur_per_joule), ctx.overhead > 0, p.pi, p.alpha, p.beta,
-            p.score == "lookahead")
+            p.score == "lookahead", k.meets, p.config_energy == "marginal")
         rows = np.arange(len(ctx.job_ids))
         pre_gpus = np.where(pre_cand >= 0, k.cg[rows, np.maximum(pre_cand, 0)], -1)
         seen: set[bytes] = set()
@@ -211,12 +218,13 @@ class RandomizedGreedy:
               u_node: np.ndarray | None = None) -> Placed:
         free = list(ctx.node_cap)
         placed: Placed = [None] * len(ctx.job_ids)
+        marginal = self.params.config_energy == "marginal"
         for j in order:
             if u_config is None:
-                placed[j] = ctx.place(j, free)
+                placed[j] = ctx.place(j, free, marginal=marginal)
             else:
                 placed[j] = ctx.place(j, free, float(u_config[j]), float(u_node[j]),
-                                      self.params.alpha, self.params.beta)
+                                      self.params.alpha, self.params.beta, marginal)
         return placed
 
     @staticmethod
@@ -321,5 +329,5 @@ def andreas(**params: object) -> RandomizedGreedy:
 def andreas_paper(**params: object) -> RandomizedGreedy:
     params = {k: v for k, v in params.items() if k in GreedyParams.__dataclass_fields__}
     params.update(order="pressure", score="proxy", defer=False, power_limits=False,
-                  slack_guard=None)
+                  slack_guard=None, config_energy="alone")
     return RandomizedGreedy("andreas-paper", GreedyParams(**params))  # type: ignore[arg-type]

@@ -27,6 +27,7 @@ class Packed:
     cmov: np.ndarray  # [J, C] moving to another node pays the restart overhead
     mtime: np.ndarray  # [J, C] run time when moved
     nc: np.ndarray  # [J] number of candidates
+    meets: np.ndarray  # [J, C] meets the due date
     home: np.ndarray  # [J] current node or -1
     home_g: np.ndarray  # [J] current GPU count or 0
     due: np.ndarray
@@ -56,7 +57,7 @@ def pack(ctx: PlanningContext) -> Packed:
     power = np.zeros((len(ctx.power), G))
     for t, p in enumerate(ctx.power):
         power[t, : len(p)] = p
-    return Packed(table.ct, table.cg, table.ctime, table.cen, cmov, mtime, table.nc,
+    return Packed(table.ct, table.cg, table.ctime, table.cen, cmov, mtime, table.nc, table.meets,
                   home, home_g, np.array(ctx.due, float), np.array(ctx.weight, float),
                   np.array(ctx.wait_penalty, float), np.array(ctx.pressure_rank, np.int64),
                   node_type, np.array(ctx.node_cap, np.int64), power,
@@ -102,6 +103,16 @@ def _pick_node(P_ct, P_cg, home, home_g, node_type, overhead_pos, j, c, free, us
     if not use_rand or m == 1:
         return fit[0]
     return fit[_pick_index(u, beta, m)]
+
+
+@njit(cache=True)
+def _tried(tt, first):
+    """The candidate tried tt-th when candidate `first` is tried first (the rest in order)."""
+    if tt == 0:
+        return first
+    if tt <= first:
+        return tt - 1
+    return tt
 
 
 @njit(cache=True)
@@ -275,7 +286,7 @@ def _score(use_lookahead, pn, pc, pm, P_ct, P_cg, P_ctime, P_mtime, P_cen, nc, w
 @njit(cache=True)
 def run_iterations(starts, U, ct, cg, ctime, cen, cmov, mtime, nc, home, home_g, due, weight,
                    wait_penalty, pressure_rank, node_type, node_cap, power, type_capacity,
-                   now, eur, overhead_pos, pi, alpha, beta, use_lookahead):
+                   now, eur, overhead_pos, pi, alpha, beta, use_lookahead, meets, marginal):
     """Every pass of one decision. Returns the placements before post-processing (for
     de-duplication), after it, and each pass's score."""
     S, J = starts.shape
@@ -315,15 +326,40 @@ def run_iterations(starts, U, ct, cg, ctime, cen, cmov, mtime, nc, home, home_g,
             first = 0
             if use_rand:
                 first = _pick_index(U[it - S, 1, j], alpha, n_c)
+            u_node = U[it - S, 2, j] if use_rand else 0.0
+            best_c = -1
+            if marginal:  # the on-time candidate adding least energy to its node
+                best_node = -1
+                best_added = 0.0
+                for tt in range(n_c):
+                    c = _tried(tt, first)
+                    if not meets[j, c]:
+                        continue
+                    node = _pick_node(ct, cg, home, home_g, node_type, overhead_pos, j, c,
+                                      free, use_rand, u_node, beta)
+                    if node < 0:
+                        continue
+                    busy = node_cap[node] - free[node]
+                    typ = node_type[node]
+                    g = cg[j, c]
+                    before = power[typ, busy - 1] if busy > 0 else 0.0
+                    added = (power[typ, busy + g - 1] - before) * _time_of(
+                        ctime, cmov, mtime, home, j, c, node)
+                    if best_c < 0 or added < best_added:
+                        best_c = c
+                        best_node = node
+                        best_added = added
+                if best_c >= 0:
+                    free[best_node] -= cg[j, best_c]
+                    pn[j] = best_node
+                    pc[j] = best_c
+                    pm[j] = cmov[j, best_c] and best_node != home[j]
             for tt in range(n_c):
-                if tt == 0:
-                    c = first
-                elif tt <= first:
-                    c = tt - 1
-                else:
-                    c = tt
+                if best_c >= 0:
+                    break
+                c = _tried(tt, first)
                 node = _pick_node(ct, cg, home, home_g, node_type, overhead_pos, j, c, free,
-                                  use_rand, U[it - S, 2, j] if use_rand else 0.0, beta)
+                                  use_rand, u_node, beta)
                 if node >= 0:
                     free[node] -= cg[j, c]
                     pn[j] = node

@@ -236,23 +236,52 @@ class PlanningContext:
         return fitting[pick_index(u, beta, len(fitting))]
 
     def place(self, j: int, free: list[int], u_config: float | None = None,
-              u_node: float | None = None, alpha: float = 0.0,
-              beta: float = 0.0) -> tuple[int, Candidate] | None:
+              u_node: float | None = None, alpha: float = 0.0, beta: float = 0.0,
+              marginal: bool = False) -> tuple[int, Candidate] | None:
         """Give job j its preferred candidate that fits somewhere; update `free`. With uniform
         draws, the first candidate tried is drawn among the first max(1, round(α·|candidates|))
-        and the node among the best-fitting ones."""
+        and the node among the best-fitting ones.
+
+        `marginal`: among the candidates that meet the due date and fit, take the one that adds
+        the least energy to its node (the node's draw with the job minus without it, over the
+        job's run; the first tried on a tie), not the one cheapest on a node of its own. On a
+        node already drawing its fixed power, one GPU for longer often costs less than two
+        for a shorter time, and a slower GPU type on an empty node more than a share of a busy
+        one."""
         cands = self.cands[j]
         order = cands
         if u_config is not None:
             first = pick_index(u_config, alpha, len(cands))
             if first > 0:
                 order = [cands[first]] + cands[:first] + cands[first + 1:]
+        if marginal:
+            best: tuple[float, int, Candidate] | None = None
+            for cand in order:
+                if not cand.meets_due:
+                    continue
+                node = self.pick_node(j, cand, free, u_node, beta)
+                if node is None:
+                    continue
+                run = self.as_placed(j, node, cand)
+                added = self.added_energy(node, free[node], cand.gpus, run.time_s)
+                if best is None or added < best[0]:
+                    best = (added, node, run)
+            if best is not None:
+                _, node, run = best
+                free[node] -= run.gpus
+                return node, run
         for cand in order:
             node = self.pick_node(j, cand, free, u_node, beta)
             if node is not None:
                 free[node] -= cand.gpus
                 return node, self.as_placed(j, node, cand)
         return None
+
+    def added_energy(self, node: int, free: int, gpus: int, time_s: float) -> float:
+        """Joules `gpus` more busy GPUs add to `node` (with `free` GPUs free) over `time_s`."""
+        power = self.power[self.node_type[node]]
+        busy = self.node_cap[node] - free
+        return (power[busy + gpus - 1] - (power[busy - 1] if busy else 0.0)) * time_s
 
     def as_placed(self, j: int, node: int, cand: Candidate) -> Candidate:
         """The candidate as run on `node`: moving a running job to another node with the same

@@ -159,6 +159,33 @@ def test_bad_options_exit_2(tmp_path):
     assert andreas("compare").returncode == 2
 
 
+def test_slack_guard_and_config_energy_options_reach_the_policy(tmp_path):
+    from andreas.policies import make_policy
+    from andreas.sim.engine import simulate
+    from andreas.sim.generate import generate_paper_style, load_template
+
+    sc = generate_paper_style(load_template("paper"), 5, seed=1, lam=3000)
+    run = andreas("generate", "--nodes", 5, "--lambda", 3000, "--seed", 1, "--out",
+                  tmp_path / "sc")
+    assert run.returncode == 0, run.stderr
+    costs = {}
+    for args, params in ((("--slack-guard", "off", "--config-energy", "alone"),
+                          {"slack_guard": None, "config_energy": "alone"}),
+                         ((), {})):
+        out = tmp_path / f"out{len(args)}"
+        run = andreas("simulate", tmp_path / "sc", "--policy", "greedy", "--out", out, *args)
+        assert run.returncode == 0, run.stderr
+        cost = json.loads((out / "summary.json").read_text())["total_cost"]
+        assert cost == pytest.approx(
+            simulate(sc, make_policy("greedy", **params)).summary["total_cost"])
+        costs[args] = cost
+    assert len(set(costs.values())) == 2  # the paper's choice costs more on this instance
+    for bad in (("--slack-guard", "-1"), ("--slack-guard", "x"), ("--config-energy", "cheap")):
+        run = andreas("simulate", tmp_path / "sc", "--out", tmp_path / "bad", *bad)
+        assert run.returncode == 2 and bad[0] in run.stderr
+        assert not (tmp_path / "bad").exists()
+
+
 def test_report_plot_and_sweep_commands(tmp_path):
     run = andreas("compare", "--generate", 2, "--instances", 2, "--lambda", 5000, "--seeds", "1",
                   "--max-iterations", 20, "--workers", 2, "--report", tmp_path / "rep")

@@ -94,7 +94,8 @@ def greedy_params(max_iterations: int, pi: float, alpha: float, beta: float,
                   elite_size: int, score: str = "lookahead", order: str = "adaptive",
                   extra_orders: str = "", milp_time_limit: float = 5.0,
                   plan_restart_s: float = 0.0, power_limits: bool = True,
-                  pass_budget: int = 0) -> dict:
+                  pass_budget: int = 0, slack_guard: str = "0.5",
+                  config_energy: str = "marginal") -> dict:
     if max_iterations < 1 or elite_size < 1:
         raise AndreasError("--max-iterations and --elite-size must be >= 1")
     for name, v in (("--pi", pi), ("--alpha", alpha), ("--beta", beta)):
@@ -116,10 +117,22 @@ def greedy_params(max_iterations: int, pi: float, alpha: float, beta: float,
         raise AndreasError("--plan-restart-s must be >= 0 seconds")
     if pass_budget < 0:
         raise AndreasError("--pass-budget must be >= 0 (0 = no limit)")
+    guard: float | None = None
+    if slack_guard.strip().lower() != "off":
+        try:
+            guard = float(slack_guard)
+        except ValueError:
+            guard = -1.0
+        if not guard >= 0:
+            raise AndreasError(f"--slack-guard: expected a share >= 0 or 'off', got "
+                               f"{slack_guard!r}")
+    if config_energy not in ("marginal", "alone"):
+        raise AndreasError(f"--config-energy: expected marginal or alone, got {config_energy!r}")
     return dict(max_iterations=max_iterations, pi=pi, alpha=alpha, beta=beta,
                 elite_size=elite_size, score=score, order=order, extra_orders=extras,
                 milp_time_limit=milp_time_limit, plan_restart_s=plan_restart_s,
-                power_limits=power_limits, pass_budget=pass_budget)
+                power_limits=power_limits, pass_budget=pass_budget, slack_guard=guard,
+                config_energy=config_energy)
 
 
 MaxIt = typer.Option(1000, help="Randomized Greedy: most iterations per decision.")
@@ -142,6 +155,13 @@ PowerLimits = typer.Option(True, "--power-limits/--no-power-limits",
 PassBudget = typer.Option(0, help="Randomized Greedy: at most this many job placements "
                           "(passes × jobs) per decision, for long queues such as trace "
                           "replays; 0 = no limit.")
+SlackGuard = typer.Option("0.5", help="andreas policies: a randomised plan replaces the "
+                          "deterministic pass only if it leaves no job that pass runs waiting, "
+                          "ends no job late there later, and leaves each on-time job at least "
+                          "min(its slack there, this share of its run time); 'off' to disable.")
+ConfigEnergy = typer.Option("marginal", help="Greedy policies: give each job the on-time "
+                            "configuration that adds the least energy to its node ('marginal') "
+                            "or that costs least on a node of its own ('alone', the paper's).")
 Period = typer.Option(None, help="Also reschedule every PERIOD simulated seconds.")
 PeriodOnly = typer.Option(False, "--period-only", help="Reschedule only every --period "
                           "seconds (rounds, as Gavel does), not at each arrival and "
@@ -165,12 +185,13 @@ def simulate_cmd(
     elite_size: int = Elite, score: str = Score, order: str = Order, extra_orders: str = Extra,
     milp_time_limit: float = MilpLimit, plan_restart_s: float = PlanRestart,
     power_limits: bool = PowerLimits, pass_budget: int = PassBudget,
+    slack_guard: str = SlackGuard, config_energy: str = ConfigEnergy,
 ) -> None:
     """Simulate one policy on one scenario and write its schedule and costs."""
     parse_policies(policy)
     params = greedy_params(max_iterations, pi, alpha, beta, elite_size, score, order,
                                 extra_orders, milp_time_limit, plan_restart_s, power_limits,
-                                pass_budget)
+                                pass_budget, slack_guard, config_energy)
     scenario = load_scenario(scenario_dir)
     with _progress() as bar:
         task = bar.add_task(f"{policy} on {scenario.name}", total=len(scenario.jobs))
@@ -265,13 +286,14 @@ def compare_cmd(
     elite_size: int = Elite, score: str = Score, order: str = Order, extra_orders: str = Extra,
     milp_time_limit: float = MilpLimit, plan_restart_s: float = PlanRestart,
     power_limits: bool = PowerLimits, pass_budget: int = PassBudget,
+    slack_guard: str = SlackGuard, config_energy: str = ConfigEnergy,
 ) -> None:
     """Run several policies on the same scenarios and print a cost table with 95 % CIs."""
     names = parse_policies(policies)
     seed_list = parse_seeds(seeds)
     params = greedy_params(max_iterations, pi, alpha, beta, elite_size, score, order,
                                 extra_orders, milp_time_limit, plan_restart_s, power_limits,
-                                pass_budget)
+                                pass_budget, slack_guard, config_energy)
     if generate is not None:
         if scenario_dirs:
             raise AndreasError("give scenario directories or --generate, not both")
@@ -340,6 +362,7 @@ def sweep_cmd(
     elite_size: int = Elite, score: str = Score, order: str = Order, extra_orders: str = Extra,
     milp_time_limit: float = MilpLimit, plan_restart_s: float = PlanRestart,
     power_limits: bool = PowerLimits, pass_budget: int = PassBudget,
+    slack_guard: str = SlackGuard, config_energy: str = ConfigEnergy,
 ) -> None:
     """Sweep node counts × λ × instances in the paper's style; resumable."""
     from .experiments.sweep import SweepConfig, read_rows, run_sweep, write_sweep_outputs
@@ -356,7 +379,7 @@ def sweep_cmd(
                          tuple(parse_seeds(seeds)), period,
                          greedy_params(max_iterations, pi, alpha, beta, elite_size, score, order,
                                 extra_orders, milp_time_limit, plan_restart_s, power_limits,
-                                pass_budget))
+                                pass_budget, slack_guard, config_energy))
     template = load_template(scenario)
     missing = len([k for k in config.keys() if k not in read_rows(out / "sweep.csv")])
     with _progress() as bar:

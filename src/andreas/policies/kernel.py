@@ -79,30 +79,32 @@ def _pick_node(P_ct, P_cg, home, home_g, node_type, overhead_pos, j, c, free, us
     if overhead_pos and h >= 0 and home_g[j] == g and node_type[h] == typ and free[h] >= g:
         return h
     N = node_type.shape[0]
-    fit = np.empty(N, np.int64)
     m = 0
+    most = 0
     for n in range(N):
         if node_type[n] == typ and free[n] >= g:
-            fit[m] = n
             m += 1
+            if free[n] > most:
+                most = free[n]
     if m == 0:
         return -1
-    # insertion sort by (free, n != home, n)
-    for a in range(1, m):
-        x = fit[a]
-        b = a - 1
-        while b >= 0:
-            y = fit[b]
-            if (free[y] > free[x]) or (free[y] == free[x] and (
-                    (y != h) > (x != h) or ((y != h) == (x != h) and y > x))):
-                fit[b + 1] = y
-                b -= 1
-            else:
-                break
-        fit[b + 1] = x
-    if not use_rand or m == 1:
-        return fit[0]
-    return fit[_pick_index(u, beta, m)]
+    k = 0
+    if use_rand and m > 1:
+        k = _pick_index(u, beta, m)
+    # the k-th fitting node in the order (free, n != home, n): nodes bucketed by their free
+    # GPUs (few values), the current node first in its bucket; stops at position k
+    pos = 0
+    for f in range(g, most + 1):
+        if h >= 0 and node_type[h] == typ and free[h] == f:
+            if pos == k:
+                return h
+            pos += 1
+        for n in range(N):
+            if n != h and node_type[n] == typ and free[n] == f:
+                if pos == k:
+                    return n
+                pos += 1
+    return -1
 
 
 @njit(cache=True)

@@ -247,3 +247,25 @@ def test_slack_guard_keeps_andreas_from_spending_slack_later_arrivals_need():
     assert unguarded["tardy_jobs"] > greedy["tardy_jobs"]
     assert guarded["tardy_jobs"] <= greedy["tardy_jobs"]
     assert guarded["total_cost"] < unguarded["total_cost"]
+
+
+def test_a_pass_picks_the_configuration_that_adds_least_energy_to_its_node():
+    # one 4-GPU node drawing 530/700/870/1040 W with 1-4 busy GPUs (the TESLA table: 360 W to
+    # be on, 170 W per busy GPU); 100 epochs: 1000 s on 1 GPU, 700 s on 2
+    sc = scenario(cluster([("n1", "G", 4)], {"G": [530, 700, 870, 1040]}),
+                  {"p": {("G", 1): 10.0, ("G", 2): 7.0}}, [job("a", epochs=100.0)])
+    ctx = PlanningContext(snapshot(sc))
+    # on a node of its own: 1 GPU 530 W x 1000 s = 530 kJ, 2 GPUs 700 W x 700 s = 490 kJ
+    assert ctx.added_energy(0, 4, 1, 1000.0) == pytest.approx(530_000)
+    assert ctx.added_energy(0, 4, 2, 700.0) == pytest.approx(490_000)
+    # with one GPU already busy: 1 more adds 170 W x 1000 s, 2 more add 340 W x 700 s
+    assert ctx.added_energy(0, 3, 1, 1000.0) == pytest.approx(170_000)
+    assert ctx.added_energy(0, 3, 2, 700.0) == pytest.approx(238_000)
+    for free, marginal, gpus in (([4], True, 2), ([3], True, 1), ([3], False, 2),
+                                 ([4], False, 2)):
+        node, cand = ctx.place(0, list(free), marginal=marginal)
+        assert (node, cand.gpus) == (0, gpus), (free, marginal)
+    # a job that cannot meet its due date still takes the fastest configuration
+    late = scenario(sc.cluster, {"p": {("G", 1): 10.0, ("G", 2): 7.0}},
+                    [job("a", epochs=100.0, due=500.0)])
+    assert PlanningContext(snapshot(late)).place(0, [3], marginal=True)[1].gpus == 2

@@ -50,10 +50,11 @@ class GreedyParams:
     # At most this many job placements (passes x jobs) per decision; 0 = no limit. Bounds the
     # decision time on long queues (a trace replay), where a pass costs as much as its jobs.
     pass_budget: int = 0
-    # A randomised plan replaces the deterministic pass only if no job that pass runs on time
-    # is left waiting, or finishes later with less slack than min(its slack there, this share
-    # of its run time). The look-ahead ignores future arrivals, so plans that spend slack
-    # look cheaper than they are. None: off (the paper, and session 3's andreas).
+    # A randomised plan replaces the deterministic pass only if it leaves no job that pass runs
+    # waiting, ends no job late there later still, and ends each on-time job no later than
+    # that pass or with at least min(its slack there, this share of its run time) to spare
+    # (spends_needed_slack). The look-ahead ignores future arrivals, so plans that spend slack
+    # look cheaper than they are. None: off (the paper).
     slack_guard: float | None = 0.5
     # How a pass picks among a job's on-time configurations: "marginal", the least energy added
     # to the node it lands on (PlanningContext.place); "alone", the paper's, the least energy

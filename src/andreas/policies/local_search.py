@@ -12,7 +12,9 @@ neighbourhoods, every candidate judged by the look-ahead cost:
 guiding plan's placement one at a time (jobs in the way wait), and the best plan on every path is
 kept; the best plan overall is then improved by the local search.
 
-Neither ever returns a plan worse than the best it started from.
+Neither ever returns a plan worse than the best it started from. With the slack guard on (the
+default), both start from, move through and return only plans the guard admits against the
+deterministic pass, as `andreas` does (path relinking may walk through others on its way).
 """
 
 from __future__ import annotations

@@ -85,14 +85,16 @@ from hypothesis import strategies as st  # noqa: E402
 @settings(max_examples=25, deadline=None)
 @given(st.integers(2, 6), st.sampled_from([1500.0, 3000.0, 8000.0]), st.integers(1, 50),
        st.sampled_from([0.0, 90.0]), st.sampled_from(["lookahead", "proxy"]),
-       st.sampled_from([(), ("wspt", "atc")]))
-def test_fast_and_plain_randomized_greedy_agree(nodes, lam, seed, overhead, score, extra):
+       st.sampled_from([(), ("wspt", "atc")]), st.sampled_from(["marginal", "alone"]))
+def test_fast_and_plain_randomized_greedy_agree(nodes, lam, seed, overhead, score, extra,
+                                               config_energy):
     from dataclasses import replace
     from andreas.sim.generate import generate_paper_style, load_template
     sc = generate_paper_style(load_template("paper"), nodes, seed, lam, jobs_per_node=3)
     sc = replace(sc, cluster=replace(sc.cluster, restart_overhead_s=overhead))
     runs = [simulate(sc, make_policy("andreas", seed=seed, impl=impl, score=score,
-                                     extra_orders=extra, max_iterations=60))
+                                     extra_orders=extra, max_iterations=60,
+                                     config_energy=config_energy))
             for impl in ("plain", "fast")]
     assert runs[0].segments == runs[1].segments
     assert runs[0].summary["total_cost"] == runs[1].summary["total_cost"]

@@ -161,7 +161,8 @@ class RandomizedGreedy:
             k.nc, k.home, k.home_g, k.due, k.weight, k.wait_penalty, k.pressure_rank,
             k.node_type, k.node_cap, k.power, k.type_capacity, float(ctx.now),
             float(ctx.eur_per_joule), ctx.overhead > 0, p.pi, p.alpha, p.beta,
-            p.score == "lookahead", k.meets, p.config_energy == "marginal")
+            p.score == "lookahead", k.meets, p.config_energy == "marginal", k.type_nodes,
+            k.type_start)
         rows = np.arange(len(ctx.job_ids))
         pre_gpus = np.where(pre_cand >= 0, k.cg[rows, np.maximum(pre_cand, 0)], -1)
         seen: set[bytes] = set()

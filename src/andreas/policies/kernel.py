@@ -38,6 +38,8 @@ class Packed:
     node_cap: np.ndarray
     power: np.ndarray  # [T, G] node power with 1..G busy GPUs
     type_capacity: np.ndarray
+    type_nodes: np.ndarray  # node indices grouped by GPU type, ascending within a type
+    type_start: np.ndarray  # [T + 1] where each type's nodes begin in type_nodes
 
 
 def pack(ctx: PlanningContext) -> Packed:
@@ -57,11 +59,14 @@ def pack(ctx: PlanningContext) -> Packed:
     power = np.zeros((len(ctx.power), G))
     for t, p in enumerate(ctx.power):
         power[t, : len(p)] = p
+    type_nodes = np.argsort(node_type, kind="stable").astype(np.int64)
+    type_start = np.searchsorted(node_type[type_nodes], np.arange(len(ctx.power) + 1))
     return Packed(table.ct, table.cg, table.ctime, table.cen, cmov, mtime, table.nc, table.meets,
                   home, home_g, np.array(ctx.due, float), np.array(ctx.weight, float),
                   np.array(ctx.wait_penalty, float), np.array(ctx.pressure_rank, np.int64),
                   node_type, np.array(ctx.node_cap, np.int64), power,
-                  np.array(ctx.type_capacity, np.int64))
+                  np.array(ctx.type_capacity, np.int64), type_nodes,
+                  type_start.astype(np.int64))
 
 
 @njit(cache=True)
@@ -72,17 +77,19 @@ def _pick_index(u, share, n):
 
 @njit(cache=True)
 def _pick_node(P_ct, P_cg, home, home_g, node_type, overhead_pos, j, c, free, use_rand, u,
-               beta):
+               beta, type_nodes, type_start):
     g = P_cg[j, c]
     typ = P_ct[j, c]
     h = home[j]
     if overhead_pos and h >= 0 and home_g[j] == g and node_type[h] == typ and free[h] >= g:
         return h
-    N = node_type.shape[0]
+    lo = type_start[typ]
+    hi = type_start[typ + 1]
     m = 0
     most = 0
-    for n in range(N):
-        if node_type[n] == typ and free[n] >= g:
+    for i in range(lo, hi):
+        n = type_nodes[i]
+        if free[n] >= g:
             m += 1
             if free[n] > most:
                 most = free[n]
@@ -99,12 +106,47 @@ def _pick_node(P_ct, P_cg, home, home_g, node_type, overhead_pos, j, c, free, us
             if pos == k:
                 return h
             pos += 1
-        for n in range(N):
-            if n != h and node_type[n] == typ and free[n] == f:
+        for i in range(lo, hi):
+            n = type_nodes[i]
+            if n != h and free[n] == f:
                 if pos == k:
                     return n
                 pos += 1
     return -1
+
+
+@njit(cache=True)
+def _order_type(typ, h, free, type_nodes, type_start, out_nodes, out_free, counts):
+    """Nodes of type `typ` with a free GPU in _pick_node's order (free, n != home, n), into
+    out_nodes/out_free; returns how many. The nodes where g GPUs fit are then a suffix."""
+    lo = type_start[typ]
+    hi = type_start[typ + 1]
+    counts[:] = 0
+    for i in range(lo, hi):
+        f = free[type_nodes[i]]
+        if f > 0:
+            counts[f] += 1
+    total = 0
+    for f in range(counts.shape[0]):  # counts become each free value's first position
+        c = counts[f]
+        counts[f] = total
+        total += c
+    if h >= 0 and free[h] > 0:
+        for i in range(lo, hi):
+            if type_nodes[i] == h:
+                f = free[h]
+                out_nodes[counts[f]] = h
+                out_free[counts[f]] = f
+                counts[f] += 1
+                break
+    for i in range(lo, hi):
+        n = type_nodes[i]
+        f = free[n]
+        if f > 0 and n != h:
+            out_nodes[counts[f]] = n
+            out_free[counts[f]] = f
+            counts[f] += 1
+    return total
 
 
 @njit(cache=True)
@@ -288,7 +330,8 @@ def _score(use_lookahead, pn, pc, pm, P_ct, P_cg, P_ctime, P_mtime, P_cen, nc, w
 @njit(cache=True)
 def run_iterations(starts, U, ct, cg, ctime, cen, cmov, mtime, nc, home, home_g, due, weight,
                    wait_penalty, pressure_rank, node_type, node_cap, power, type_capacity,
-                   now, eur, overhead_pos, pi, alpha, beta, use_lookahead, meets, marginal):
+                   now, eur, overhead_pos, pi, alpha, beta, use_lookahead, meets, marginal,
+                   type_nodes, type_start):
     """Every pass of one decision. Returns the placements before post-processing (for
     de-duplication), after it, and each pass's score."""
     S, J = starts.shape
@@ -302,6 +345,13 @@ def run_iterations(starts, U, ct, cg, ctime, cen, cmov, mtime, nc, home, home_g,
     post_moved = np.zeros((I, J), np.bool_)
     scores = np.empty(I)
     order = np.empty(J, np.int64)
+    T = type_start.shape[0] - 1
+    order_nodes = np.empty((T, max(N, 1)), np.int64)  # per type, for the added-energy choice
+    order_free = np.empty((T, max(N, 1)), np.int64)
+    order_len = np.zeros(T, np.int64)
+    built = np.full(T, -1, np.int64)
+    counts = np.zeros(node_cap.max() + 2 if N > 0 else 1, np.int64)
+    stamp = 0
     hi = 0.5 + pi
     lo = 0.5 - pi
     for it in range(I):
@@ -333,17 +383,35 @@ def run_iterations(starts, U, ct, cg, ctime, cen, cmov, mtime, nc, home, home_g,
             if marginal:  # the on-time candidate adding least energy to its node
                 best_node = -1
                 best_added = 0.0
+                stamp += 1
                 for tt in range(n_c):
                     c = _tried(tt, first)
                     if not meets[j, c]:
                         continue
-                    node = _pick_node(ct, cg, home, home_g, node_type, overhead_pos, j, c,
-                                      free, use_rand, u_node, beta)
-                    if node < 0:
-                        continue
-                    busy = node_cap[node] - free[node]
-                    typ = node_type[node]
+                    # _pick_node's choice, from each type's node order built once per job
+                    typ = ct[j, c]
                     g = cg[j, c]
+                    h = home[j]
+                    if (overhead_pos and h >= 0 and home_g[j] == g and node_type[h] == typ
+                            and free[h] >= g):
+                        node = h
+                    else:
+                        if built[typ] != stamp:
+                            built[typ] = stamp
+                            order_len[typ] = _order_type(typ, h, free, type_nodes, type_start,
+                                                         order_nodes[typ], order_free[typ],
+                                                         counts)
+                        start = 0
+                        while start < order_len[typ] and order_free[typ, start] < g:
+                            start += 1
+                        m = order_len[typ] - start
+                        if m == 0:
+                            continue
+                        k = 0
+                        if use_rand and m > 1:
+                            k = _pick_index(u_node, beta, m)
+                        node = order_nodes[typ, start + k]
+                    busy = node_cap[node] - free[node]
                     before = power[typ, busy - 1] if busy > 0 else 0.0
                     added = (power[typ, busy + g - 1] - before) * _time_of(
                         ctime, cmov, mtime, home, j, c, node)
@@ -361,7 +429,7 @@ def run_iterations(starts, U, ct, cg, ctime, cen, cmov, mtime, nc, home, home_g,
                     break
                 c = _tried(tt, first)
                 node = _pick_node(ct, cg, home, home_g, node_type, overhead_pos, j, c, free,
-                                  use_rand, u_node, beta)
+                                  use_rand, u_node, beta, type_nodes, type_start)
                 if node >= 0:
                     free[node] -= cg[j, c]
                     pn[j] = node

@@ -116,9 +116,10 @@ def _pick_node(P_ct, P_cg, home, home_g, node_type, overhead_pos, j, c, free, us
 
 
 @njit(cache=True)
-def _order_type(typ, h, free, type_nodes, type_start, out_nodes, out_free, counts):
+def _order_type(typ, h, free, node_type, type_nodes, type_start, out_nodes, out_from, counts):
     """Nodes of type `typ` with a free GPU in _pick_node's order (free, n != home, n), into
-    out_nodes/out_free; returns how many. The nodes where g GPUs fit are then a suffix."""
+    out_nodes; the nodes where g GPUs fit are its suffix from out_from[g]. Counting sort: free
+    GPU counts take few values."""
     lo = type_start[typ]
     hi = type_start[typ + 1]
     counts[:] = 0
@@ -130,21 +131,17 @@ def _order_type(typ, h, free, type_nodes, type_start, out_nodes, out_free, count
     for f in range(counts.shape[0]):  # counts become each free value's first position
         c = counts[f]
         counts[f] = total
+        out_from[f] = total
         total += c
-    if h >= 0 and free[h] > 0:
-        for i in range(lo, hi):
-            if type_nodes[i] == h:
-                f = free[h]
-                out_nodes[counts[f]] = h
-                out_free[counts[f]] = f
-                counts[f] += 1
-                break
+    if h >= 0 and node_type[h] == typ and free[h] > 0:  # the current node first on a tie
+        f = free[h]
+        out_nodes[counts[f]] = h
+        counts[f] += 1
     for i in range(lo, hi):
         n = type_nodes[i]
         f = free[n]
         if f > 0 and n != h:
             out_nodes[counts[f]] = n
-            out_free[counts[f]] = f
             counts[f] += 1
     return total
 
@@ -347,10 +344,10 @@ def run_iterations(starts, U, ct, cg, ctime, cen, cmov, mtime, nc, home, home_g,
     order = np.empty(J, np.int64)
     T = type_start.shape[0] - 1
     order_nodes = np.empty((T, max(N, 1)), np.int64)  # per type, for the added-energy choice
-    order_free = np.empty((T, max(N, 1)), np.int64)
+    counts = np.zeros(node_cap.max() + 2 if N > 0 else 1, np.int64)
+    order_from = np.empty((T, counts.shape[0]), np.int64)  # where free >= g starts
     order_len = np.zeros(T, np.int64)
     built = np.full(T, -1, np.int64)
-    counts = np.zeros(node_cap.max() + 2 if N > 0 else 1, np.int64)
     stamp = 0
     hi = 0.5 + pi
     lo = 0.5 - pi
@@ -398,12 +395,10 @@ def run_iterations(starts, U, ct, cg, ctime, cen, cmov, mtime, nc, home, home_g,
                     else:
                         if built[typ] != stamp:
                             built[typ] = stamp
-                            order_len[typ] = _order_type(typ, h, free, type_nodes, type_start,
-                                                         order_nodes[typ], order_free[typ],
-                                                         counts)
-                        start = 0
-                        while start < order_len[typ] and order_free[typ, start] < g:
-                            start += 1
+                            order_len[typ] = _order_type(typ, h, free, node_type, type_nodes,
+                                                         type_start, order_nodes[typ],
+                                                         order_from[typ], counts)
+                        start = order_from[typ, g]
                         m = order_len[typ] - start
                         if m == 0:
                             continue

@@ -126,8 +126,11 @@ def greedy_params(max_iterations: int, pi: float, alpha: float, beta: float,
         if not guard >= 0:
             raise AndreasError(f"--slack-guard: expected a share >= 0 or 'off', got "
                                f"{slack_guard!r}")
-    if config_energy not in ("marginal", "alone"):
-        raise AndreasError(f"--config-energy: expected marginal or alone, got {config_energy!r}")
+    from .policies.greedy import CONFIG_ENERGIES
+
+    if config_energy not in CONFIG_ENERGIES:
+        raise AndreasError(f"--config-energy: expected {' or '.join(CONFIG_ENERGIES)}, got "
+                           f"{config_energy!r}")
     return dict(max_iterations=max_iterations, pi=pi, alpha=alpha, beta=beta,
                 elite_size=elite_size, score=score, order=order, extra_orders=extras,
                 milp_time_limit=milp_time_limit, plan_restart_s=plan_restart_s,

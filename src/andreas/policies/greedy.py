@@ -25,6 +25,7 @@ from .planning import Candidate, PlanningContext
 from .scoring import SCORES
 
 Placed = list[tuple[int, Candidate] | None]
+CONFIG_ENERGIES = ("marginal", "alone")  # GreedyParams.config_energy
 
 
 @dataclass(frozen=True)
@@ -71,9 +72,9 @@ class GreedyParams:
             raise AndreasError(f"pass_budget must be >= 0, got {self.pass_budget}")
         if self.slack_guard is not None and self.slack_guard < 0:
             raise AndreasError(f"slack_guard must be >= 0 or None, got {self.slack_guard}")
-        if self.config_energy not in ("marginal", "alone"):
+        if self.config_energy not in CONFIG_ENERGIES:
             raise AndreasError(f"unknown config_energy {self.config_energy!r}; expected "
-                               "marginal or alone")
+                               f"{' or '.join(CONFIG_ENERGIES)}")
         if self.impl not in ("fast", "plain"):
             raise AndreasError(f"unknown implementation {self.impl!r}; expected fast or plain")
         for order in (self.order, *self.extra_orders):

@@ -249,7 +249,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
         keep = (lambda j: True) if owned is None else (lambda j: j in owned)
         forecast = {j: f for j, f in info.forecast.items() if keep(j)}
         return {"time": info.time, "policy": config.policy, "decisions": info.decisions,
-                "source": info.source,
+                "source": info.source, "revisit_at": info.revisit_at,
                 "reasons": info.reasons, "decision_seconds": info.decision_s,
                 "assignments": {j: a for j, a in info.assignments.items() if keep(j)},
                 "forecast": forecast,

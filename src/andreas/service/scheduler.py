@@ -26,7 +26,7 @@ from sqlalchemy import select
 from ..catalogue import canonical_gpu
 from ..model import Cluster, Job, Node, Profiles
 from ..policies import make_policy
-from ..policies.base import Assignment, JobView, Snapshot, check_plan
+from ..policies.base import Assignment, JobView, Snapshot, TimedPlan, check_plan, revisit_at
 from ..sim.forecast import ForeseenDecision, forecast
 from ..executors import Executor, LaunchRequest, NodeInfo
 from ..executors.launch import LOCKED_EXIT
@@ -52,6 +52,7 @@ class PlanInfo:
     forecast: dict[str, dict] = field(default_factory=dict)
     decisions: int = 0
     source: str = "policy"  # or "forecast": the plan the last forecast made for this moment
+    revisit_at: float | None = None  # jobs held back on purpose must be looked at again then
 
 
 class Scheduler:
@@ -126,6 +127,8 @@ class Scheduler:
             period = self.config.period_s
             if period and self.clock() - self._last_period >= period:
                 reasons.add("period")
+            if self.plan.revisit_at is not None and self.clock() >= self.plan.revisit_at:
+                reasons.add("revisit")  # the plan held jobs back until now at the latest
             if reasons:
                 self._last_period = self.clock()
                 self.replan(sorted(reasons))
@@ -304,7 +307,7 @@ class Scheduler:
                 Node(n.name, n.gpu_type, n.gpus - held.get(n.name, 0)) for n in cluster.nodes))
         return Snapshot(now, cluster, Profiles(table), tuple(views)), running
 
-    FORESEEABLE = {"completion", "run-ended", "retry"}
+    FORESEEABLE = {"completion", "run-ended", "retry", "revisit"}
 
     def replan(self, reasons: list[str]) -> None:
         snapshot, running = self.snapshot()
@@ -312,13 +315,16 @@ class Scheduler:
         plan = self._foreseen_plan(snapshot, reasons)
         source = "forecast" if plan is not None else "policy"
         if plan is None:
-            plan = dict(self.policy.decide(snapshot)) if snapshot.jobs else {}
+            plan = self.policy.decide(snapshot) if snapshot.jobs else {}
+        wake = revisit_at(plan)
+        plan = dict(plan)
         check_plan(snapshot, plan, self.policy.name)
         keep = {job_id: Assignment(run.node, len(run.gpu_indices))
                 for job_id, run in running.items()}
         predicted = None
         if source == "policy" and set(reasons) <= {"prediction-moved"} and plan != keep:
-            plan, source, predicted = self._worth_switching(snapshot, keep, plan)
+            plan, source, predicted = self._worth_switching(snapshot, keep, plan, wake)
+            wake = None if source == "kept" else wake
         decision_s = time.perf_counter() - tic
         changed = [(job_id, run.id) for job_id, run in running.items()
                    if plan.get(job_id) != Assignment(run.node, len(run.gpu_indices))]
@@ -330,18 +336,22 @@ class Scheduler:
                   if job_id not in running or (job_id, running[job_id].id) in changed]
         for job_id, assignment in starts:
             self._start(job_id, assignment)
-        predicted, self.foreseen = predicted or self._forecast(snapshot, plan)
+        predicted, self.foreseen = predicted or self._forecast(snapshot, plan, wake)
         self._record_plan(snapshot, plan, predicted, reasons, decision_s)
-        self.plan.source = source
+        self.plan.source, self.plan.revisit_at = source, wake
 
-    def _forecast(self, snapshot: Snapshot, plan: dict) -> tuple[dict, list[ForeseenDecision]]:
-        """The rest of the queue under `plan`, and the later decisions the forecast made."""
+    def _forecast(self, snapshot: Snapshot, plan: dict, wake: float | None = None
+                  ) -> tuple[dict, list[ForeseenDecision]]:
+        """The rest of the queue under `plan` (which holds jobs back until `wake`, if set), and
+        the later decisions the forecast made."""
         foreseen: list[ForeseenDecision] = []
-        predicted = forecast(snapshot, plan, self.forecast_policy(len(snapshot.jobs)),
+        timed = plan if wake is None else TimedPlan(plan, wake)
+        predicted = forecast(snapshot, timed, self.forecast_policy(len(snapshot.jobs)),
                              start_pays_overhead=True, decisions=foreseen)
         return predicted, foreseen
 
-    def _worth_switching(self, snapshot: Snapshot, keep: dict, fresh: dict):
+    def _worth_switching(self, snapshot: Snapshot, keep: dict, fresh: dict,
+                         wake: float | None = None):
         """A learned speed moved: switch from the running plan to the fresh decision only if
         the forecast says it pays (by more than 1 %). Pausing and moving jobs on every change
         of estimate would cost more in restarts than better estimates save. Returns the plan,
@@ -350,8 +360,8 @@ class Scheduler:
             check_plan(snapshot, keep, self.policy.name)
         except Exception:
             return fresh, "policy", None
-        options = {name: self._forecast(snapshot, plan) for name, plan in
-                   (("policy", fresh), ("kept", keep))}
+        options = {name: self._forecast(snapshot, plan, w) for name, plan, w in
+                   (("policy", fresh, wake), ("kept", keep, None))}
         total = {name: sum(f.total_cost for f in o[0].values()) for name, o in options.items()}
         if total["policy"] < 0.99 * total["kept"]:
             return fresh, "policy", options["policy"]
@@ -365,8 +375,10 @@ class Scheduler:
         future completion, so its cost grows with the square of the queue: with all 1000
         passes, 500 queued jobs took 146 s per forecast here; 19 passes, about 9 s
         (bench/service_bench.py). Up to 10 jobs, all passes: fewer made the forecasts of the
-        validation workload 8-12 % off instead of 2-7 %."""
+        validation workload 8-12 % off instead of 2-7 %. The forecast assumes no further
+        arrivals, so its decisions hold no job back for company (hold_share off)."""
         options = dict(self.config.policy_options)
+        options["hold_share"] = None
         cap = int(options.get("max_iterations", 1000))
         options["max_iterations"] = max(1, min(cap, self.FORECAST_BUDGET // max(1, jobs)))
         return make_policy(self.config.policy, **options)
@@ -388,7 +400,7 @@ class Scheduler:
                 except Exception:
                     return None
                 self.kept += 1
-                return dict(decision.plan)
+                return decision.plan  # (replan copies it)
         return None
 
     def _free_indices(self, node: NodeInfo) -> list[int]:

@@ -18,7 +18,8 @@ from typing import Callable, Mapping
 from ..cost import tardiness_cost
 from ..errors import AndreasError
 from ..model import Job, Scenario, Segment
-from ..policies.base import Assignment, JobView, Policy, Snapshot, check_plan
+from ..policies.base import (Assignment, JobView, Policy, Snapshot, TimedPlan, check_plan,
+                             revisit_at)
 
 EPS = 1e-9
 
@@ -123,10 +124,12 @@ class Simulator:
                  on_progress: Callable[[float, int, int], None] | None = None,
                  start: float = 0.0, preset: Mapping[str, JobView] | None = None,
                  record_decisions: bool = False, period_only: bool = False,
-                 first_start_overhead: bool = False) -> None:
+                 first_start_overhead: bool = False,
+                 first_revisit: float | None = None) -> None:
         """`start` and `preset` let a live driver forecast from now: jobs submitted by `start`
         begin in the state their `JobView` gives (running where it has an assignment, with its
-        remaining restart overhead), and the policy is first asked at the next event.
+        remaining restart overhead), and the policy is first asked at the next event, or at
+        `first_revisit` if the preset plan asked to be revisited then (`TimedPlan`).
         `record_decisions` keeps every decision in `decisions` (the forecast's foreseen plans;
         off by default: on a long trace it holds every active job at every event).
         `period_only` asks the policy only at the period's ticks (round-based, as Gavel does),
@@ -164,6 +167,8 @@ class Simulator:
         self.preset = dict(preset or {})
         self.record_decisions = record_decisions
         self.decisions: list[tuple[float, frozenset[str], dict]] = []  # (time, jobs, plan)
+        # when the last plan asked to be revisited (TimedPlan), even if nothing happens
+        self.revisit = math.inf if first_revisit is None else first_revisit
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> SimulationResult:
@@ -186,11 +191,15 @@ class Simulator:
             t_price = math.inf  # with a tariff, waiting jobs are reconsidered as prices change
             if self.tariff is not None and len(running) < len(active):
                 t_price = self.tariff.next_change(now)
-            t_next = min(t_arrival, t_done, t_tick, t_price)
+            # Rounds (period_only) are the only decision points; elsewhere, a revisit is one.
+            t_revisit = self.revisit if active and not self.period_only else math.inf
+            t_next = min(t_arrival, t_done, t_tick, t_price, t_revisit)
             # With a tariff, jobs may wait for cheaper hours, but not past their due dates.
             # (Between rounds the policy has not been asked yet: the next tick is ahead.)
-            if not running and active and not pending and decided and (
-                    self.tariff is None or all(s.job.due_date <= now for s in active.values())):
+            # A plan that holds jobs back on purpose names when to revisit them.
+            stalled = not running and active and not pending and decided and self.revisit == math.inf
+            if stalled and (self.tariff is None
+                            or all(s.job.due_date <= now for s in active.values())):
                 raise SimulationError(
                     f"policy {self.policy.name!r} left {len(active)} job(s) waiting on an idle "
                     f"cluster at t={now:.1f}s with nothing left to wait for")
@@ -206,6 +215,8 @@ class Simulator:
                 active[job.job_id] = self.states[job.job_id] = _JobState(job, job.epochs)
             if self.period:
                 next_tick = (math.floor(now / self.period + EPS) + 1) * self.period
+            if t_next == t_revisit:
+                self.revisit = math.inf  # asked now; the new plan may ask again
             decided = bool(active) and (not self.period_only or t_next == t_tick)
             if decided:
                 self._decide(now, active)
@@ -224,7 +235,7 @@ class Simulator:
             if view.assignment is not None:
                 s.started, s.first_start = True, now
                 self._hold(s, view.assignment, now, now + view.restart_remaining_s)
-        if active and not any(s.stretch for s in active.values()):
+        if active and not any(s.stretch for s in active.values()) and self.revisit == math.inf:
             self._decide(now, active)
 
     def _advance(self, running: list[_JobState], t0: float, t1: float) -> None:
@@ -284,9 +295,12 @@ class Simulator:
         tic = wallclock.perf_counter()
         plan = self.policy.decide(snapshot)
         self.scheduler_seconds += wallclock.perf_counter() - tic
+        wake = revisit_at(plan)
+        self.revisit = wake if wake is not None and wake > now else math.inf
         self.points += 1
         if self.record_decisions:
-            self.decisions.append((now, frozenset(active), dict(plan)))
+            self.decisions.append((now, frozenset(active), dict(plan) if wake is None
+                                   else TimedPlan(plan, wake)))
         check_plan(snapshot, plan, self.policy.name)
         starts: list[tuple[_JobState, Assignment]] = []
         for job_id, s in active.items():

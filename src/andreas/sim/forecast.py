@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..model import Job, Scenario
-from ..policies.base import JobView, Plan, Policy, Snapshot
+from ..policies.base import JobView, Plan, Policy, Snapshot, TimedPlan, revisit_at
 from .engine import Simulator
 
 
@@ -65,11 +65,13 @@ def forecast(snapshot: Snapshot, plan: Plan, policy: Policy, *,
     if not jobs:
         return {}
     scenario = Scenario(snapshot.cluster, snapshot.profiles, tuple(jobs), name="forecast")
+    wake = revisit_at(plan)  # a plan holding jobs back starts them then at the latest
     simulator = Simulator(scenario, policy, start=0.0, preset=preset,
-                          record_decisions=decisions is not None)
+                          record_decisions=decisions is not None,
+                          first_revisit=None if wake is None else max(0.0, wake - now))
     result = simulator.run()
     if decisions is not None:
-        decisions.extend(ForeseenDecision(now + t, jobs, plan)
+        decisions.extend(ForeseenDecision(now + t, jobs, _shifted(plan, now))
                          for t, jobs, plan in simulator.decisions)
     out = {}
     for record in result.jobs:
@@ -77,6 +79,12 @@ def forecast(snapshot: Snapshot, plan: Plan, policy: Policy, *,
                                          now + record.completion_time, record.energy_cost,
                                          record.tardiness_cost)
     return out
+
+
+def _shifted(plan: dict, now: float) -> dict:
+    """A foreseen plan on the live clock (the forecast runs on times relative to now)."""
+    wake = revisit_at(plan)
+    return dict(plan) if wake is None else TimedPlan(plan, now + wake)
 
 
 __all__ = ["ForeseenDecision", "JobForecast", "forecast", "Job"]

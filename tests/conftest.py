@@ -41,7 +41,9 @@ def database_url(request, tmp_path):
 
 def write_service_files(directory: Path, *, nodes: str | None = None, extra: str = "",
                         executor: str = "local") -> Path:
-    """A small cluster (fast node with 2 GPUs, slow node with 1), one profile, service.yaml."""
+    """A small cluster (fast node with 2 GPUs, slow node with 1), one profile, service.yaml.
+    Holding for company is off: these seconds-long jobs would otherwise wait minutes for their
+    latest start, and the tests are about the service's mechanics."""
     directory.mkdir(parents=True, exist_ok=True)
     nodes = nodes if nodes is not None else textwrap.dedent("""\
         nodes:
@@ -66,7 +68,7 @@ def write_service_files(directory: Path, *, nodes: str | None = None, extra: str
         data_dir: state
         executor: {executor}
         policy: andreas
-        policy_options: {{seed: 1}}
+        policy_options: {{seed: 1, hold_share: null}}
         period_s: null
         grace_s: 5
         poll_s: 0.1

@@ -159,7 +159,7 @@ def test_bad_options_exit_2(tmp_path):
     assert andreas("compare").returncode == 2
 
 
-def test_slack_guard_and_config_energy_options_reach_the_policy(tmp_path):
+def test_slack_guard_config_energy_and_hold_options_reach_the_policy(tmp_path):
     from andreas.policies import make_policy
     from andreas.sim.engine import simulate
     from andreas.sim.generate import generate_paper_style, load_template
@@ -171,16 +171,18 @@ def test_slack_guard_and_config_energy_options_reach_the_policy(tmp_path):
     costs = {}
     for args, params in ((("--slack-guard", "off", "--config-energy", "alone"),
                           {"slack_guard": None, "config_energy": "alone"}),
+                         (("--hold", "off"), {"hold_share": None}),
                          ((), {})):
-        out = tmp_path / f"out{len(args)}"
+        out = tmp_path / f"out{len(costs)}"
         run = andreas("simulate", tmp_path / "sc", "--policy", "greedy", "--out", out, *args)
         assert run.returncode == 0, run.stderr
         cost = json.loads((out / "summary.json").read_text())["total_cost"]
         assert cost == pytest.approx(
             simulate(sc, make_policy("greedy", **params)).summary["total_cost"])
         costs[args] = cost
-    assert len(set(costs.values())) == 2  # the paper's choice costs more on this instance
-    for bad in (("--slack-guard", "-1"), ("--slack-guard", "x"), ("--config-energy", "cheap")):
+    assert len(set(costs.values())) == 3  # the paper's choice, and no hold, cost more here
+    for bad in (("--slack-guard", "-1"), ("--slack-guard", "x"), ("--config-energy", "cheap"),
+                ("--hold", "soon")):
         run = andreas("simulate", tmp_path / "sc", "--out", tmp_path / "bad", *bad)
         assert run.returncode == 2 and bad[0] in run.stderr
         assert not (tmp_path / "bad").exists()

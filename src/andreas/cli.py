@@ -95,7 +95,7 @@ def greedy_params(max_iterations: int, pi: float, alpha: float, beta: float,
                   extra_orders: str = "", milp_time_limit: float = 5.0,
                   plan_restart_s: float = 0.0, power_limits: bool = True,
                   pass_budget: int = 0, slack_guard: str = "0.5",
-                  config_energy: str = "marginal") -> dict:
+                  config_energy: str = "marginal", hold: str = "0.1") -> dict:
     if max_iterations < 1 or elite_size < 1:
         raise AndreasError("--max-iterations and --elite-size must be >= 1")
     for name, v in (("--pi", pi), ("--alpha", alpha), ("--beta", beta)):
@@ -117,15 +117,7 @@ def greedy_params(max_iterations: int, pi: float, alpha: float, beta: float,
         raise AndreasError("--plan-restart-s must be >= 0 seconds")
     if pass_budget < 0:
         raise AndreasError("--pass-budget must be >= 0 (0 = no limit)")
-    guard: float | None = None
-    if slack_guard.strip().lower() != "off":
-        try:
-            guard = float(slack_guard)
-        except ValueError:
-            guard = -1.0
-        if not guard >= 0:
-            raise AndreasError(f"--slack-guard: expected a share >= 0 or 'off', got "
-                               f"{slack_guard!r}")
+    guard = share_or_off("--slack-guard", slack_guard)
     from .policies.greedy import CONFIG_ENERGIES
 
     if config_energy not in CONFIG_ENERGIES:
@@ -135,7 +127,20 @@ def greedy_params(max_iterations: int, pi: float, alpha: float, beta: float,
                 elite_size=elite_size, score=score, order=order, extra_orders=extras,
                 milp_time_limit=milp_time_limit, plan_restart_s=plan_restart_s,
                 power_limits=power_limits, pass_budget=pass_budget, slack_guard=guard,
-                config_energy=config_energy)
+                config_energy=config_energy, hold_share=share_or_off("--hold", hold))
+
+
+def share_or_off(option: str, text: str) -> float | None:
+    """A share >= 0, or None for 'off'."""
+    if text.strip().lower() == "off":
+        return None
+    try:
+        share = float(text)
+    except ValueError:
+        share = -1.0
+    if not share >= 0:
+        raise AndreasError(f"{option}: expected a share >= 0 or 'off', got {text!r}")
+    return share
 
 
 MaxIt = typer.Option(1000, help="Randomized Greedy: most iterations per decision.")
@@ -162,6 +167,10 @@ SlackGuard = typer.Option("0.5", help="andreas policies: a randomised plan repla
                           "deterministic pass only if it leaves no job that pass runs waiting, "
                           "ends no job late there later, and leaves each on-time job at least "
                           "min(its slack there, this share of its run time); 'off' to disable.")
+Hold = typer.Option("0.1", help="Greedy policies: while every job is placed and the "
+                    "offered load is below 0.75, a job that would start alone on a node waits "
+                    "for company until its latest start, keeping this share of its run time "
+                    "as slack; 'off' to disable.")
 ConfigEnergy = typer.Option("marginal", help="Greedy policies: give each job the on-time "
                             "configuration that adds the least energy to its node ('marginal') "
                             "or that costs least on a node of its own ('alone', the paper's).")
@@ -188,13 +197,13 @@ def simulate_cmd(
     elite_size: int = Elite, score: str = Score, order: str = Order, extra_orders: str = Extra,
     milp_time_limit: float = MilpLimit, plan_restart_s: float = PlanRestart,
     power_limits: bool = PowerLimits, pass_budget: int = PassBudget,
-    slack_guard: str = SlackGuard, config_energy: str = ConfigEnergy,
+    slack_guard: str = SlackGuard, config_energy: str = ConfigEnergy, hold: str = Hold,
 ) -> None:
     """Simulate one policy on one scenario and write its schedule and costs."""
     parse_policies(policy)
     params = greedy_params(max_iterations, pi, alpha, beta, elite_size, score, order,
                                 extra_orders, milp_time_limit, plan_restart_s, power_limits,
-                                pass_budget, slack_guard, config_energy)
+                                pass_budget, slack_guard, config_energy, hold)
     scenario = load_scenario(scenario_dir)
     with _progress() as bar:
         task = bar.add_task(f"{policy} on {scenario.name}", total=len(scenario.jobs))
@@ -289,14 +298,14 @@ def compare_cmd(
     elite_size: int = Elite, score: str = Score, order: str = Order, extra_orders: str = Extra,
     milp_time_limit: float = MilpLimit, plan_restart_s: float = PlanRestart,
     power_limits: bool = PowerLimits, pass_budget: int = PassBudget,
-    slack_guard: str = SlackGuard, config_energy: str = ConfigEnergy,
+    slack_guard: str = SlackGuard, config_energy: str = ConfigEnergy, hold: str = Hold,
 ) -> None:
     """Run several policies on the same scenarios and print a cost table with 95 % CIs."""
     names = parse_policies(policies)
     seed_list = parse_seeds(seeds)
     params = greedy_params(max_iterations, pi, alpha, beta, elite_size, score, order,
                                 extra_orders, milp_time_limit, plan_restart_s, power_limits,
-                                pass_budget, slack_guard, config_energy)
+                                pass_budget, slack_guard, config_energy, hold)
     if generate is not None:
         if scenario_dirs:
             raise AndreasError("give scenario directories or --generate, not both")
@@ -365,7 +374,7 @@ def sweep_cmd(
     elite_size: int = Elite, score: str = Score, order: str = Order, extra_orders: str = Extra,
     milp_time_limit: float = MilpLimit, plan_restart_s: float = PlanRestart,
     power_limits: bool = PowerLimits, pass_budget: int = PassBudget,
-    slack_guard: str = SlackGuard, config_energy: str = ConfigEnergy,
+    slack_guard: str = SlackGuard, config_energy: str = ConfigEnergy, hold: str = Hold,
 ) -> None:
     """Sweep node counts × λ × instances in the paper's style; resumable."""
     from .experiments.sweep import SweepConfig, read_rows, run_sweep, write_sweep_outputs
@@ -382,7 +391,7 @@ def sweep_cmd(
                          tuple(parse_seeds(seeds)), period,
                          greedy_params(max_iterations, pi, alpha, beta, elite_size, score, order,
                                 extra_orders, milp_time_limit, plan_restart_s, power_limits,
-                                pass_budget, slack_guard, config_energy))
+                                pass_budget, slack_guard, config_energy, hold))
     template = load_template(scenario)
     missing = len([k for k in config.keys() if k not in read_rows(out / "sweep.csv")])
     with _progress() as bar:

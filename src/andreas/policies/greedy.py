@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import AndreasError
-from .base import Plan, Snapshot, register
+from .base import Plan, Snapshot, TimedPlan, register, revisit_at
+from .company import DEFAULT_MAX_LOAD, DEFAULT_SHARE, ArrivalLog, hold_for_company
 from .orderings import ORDERINGS
 from .power_limits import choose_power_limits
 from .pricing import defer_for_cheaper_hours
@@ -61,6 +62,12 @@ class GreedyParams:
     # to the node it lands on (PlanningContext.place); "alone", the paper's, the least energy
     # on a node of its own.
     config_energy: str = "marginal"
+    # Hold a job the plan would start alone on a node while it has more than this share of its
+    # run time of slack, and the offered load is below hold_max_load, so that a later arrival
+    # can share the powered node (company.py). Not with a tariff (prices decide when jobs
+    # wait). None: off (the paper).
+    hold_share: float | None = DEFAULT_SHARE
+    hold_max_load: float = DEFAULT_MAX_LOAD
 
     def __post_init__(self) -> None:
         if self.score not in SCORES:
@@ -72,6 +79,10 @@ class GreedyParams:
             raise AndreasError(f"pass_budget must be >= 0, got {self.pass_budget}")
         if self.slack_guard is not None and self.slack_guard < 0:
             raise AndreasError(f"slack_guard must be >= 0 or None, got {self.slack_guard}")
+        if self.hold_share is not None and self.hold_share < 0:
+            raise AndreasError(f"hold_share must be >= 0 or None, got {self.hold_share}")
+        if not self.hold_max_load >= 0:
+            raise AndreasError(f"hold_max_load must be >= 0, got {self.hold_max_load}")
         if self.config_energy not in CONFIG_ENERGIES:
             raise AndreasError(f"unknown config_energy {self.config_energy!r}; expected "
                                f"{' or '.join(CONFIG_ENERGIES)}")
@@ -94,9 +105,11 @@ class ScoredPlan:
 class RandomizedGreedy:
     name: str = "andreas"
     params: GreedyParams = field(default_factory=GreedyParams)
+    arrivals: ArrivalLog = field(default_factory=ArrivalLog)  # for hold_for_company's load
 
     # ------------------------------------------------------------------ public
     def decide(self, snapshot: Snapshot) -> Plan:
+        self.arrivals.observe(snapshot)
         if not snapshot.jobs:
             return {}
         ctx = PlanningContext(snapshot, self.params.plan_restart_s)
@@ -106,7 +119,7 @@ class RandomizedGreedy:
             first, first_score = self.deterministic_pass(ctx)
             if spends_needed_slack(ctx, first, list(best.placed), guard):
                 best = ScoredPlan(first_score, 0, tuple(first))
-        return refine(snapshot, ctx.to_plan(list(best.placed)), self.params)
+        return refine(snapshot, ctx.to_plan(list(best.placed)), self.params, self.arrivals)
 
     def deterministic_pass(self, ctx: PlanningContext) -> tuple[Placed, float]:
         """Iteration 0's plan (the `greedy` policy's) and its score."""
@@ -302,13 +315,21 @@ def spends_needed_slack(ctx: PlanningContext, base: Placed, other: Placed,
     return False
 
 
-def refine(snapshot: Snapshot, plan: Plan, params: GreedyParams) -> Plan:
-    """The decisions taken on a placed plan: wait for cheaper hours, then GPU power limits."""
+def refine(snapshot: Snapshot, plan: Plan, params: GreedyParams,
+           arrivals: ArrivalLog | None = None) -> Plan:
+    """The decisions taken on a placed plan: wait for company (one price: with a tariff,
+    when a job waits is the price's to decide), or for cheaper hours; then GPU power limits."""
+    revisit = None
+    if params.hold_share is not None and arrivals is not None and snapshot.cluster.tariff is None:
+        plan = hold_for_company(snapshot, plan, share=params.hold_share,
+                                load=arrivals.offered_load(snapshot),
+                                max_load=params.hold_max_load)
+        revisit = revisit_at(plan)
     if params.defer and snapshot.cluster.tariff is not None:
         plan = defer_for_cheaper_hours(snapshot, plan)
     if params.power_limits:
         plan = choose_power_limits(snapshot, plan)
-    return plan
+    return plan if revisit is None else TimedPlan(plan, revisit)
 
 
 @register("greedy", randomized=False,
@@ -332,5 +353,5 @@ def andreas(**params: object) -> RandomizedGreedy:
 def andreas_paper(**params: object) -> RandomizedGreedy:
     params = {k: v for k, v in params.items() if k in GreedyParams.__dataclass_fields__}
     params.update(order="pressure", score="proxy", defer=False, power_limits=False,
-                  slack_guard=None, config_energy="alone")
+                  slack_guard=None, config_energy="alone", hold_share=None)
     return RandomizedGreedy("andreas-paper", GreedyParams(**params))  # type: ignore[arg-type]

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .base import Plan, Snapshot, register
+from .company import ArrivalLog
 from .greedy import GreedyParams, RandomizedGreedy, refine, spends_needed_slack
 from .planning import Candidate, PlanningContext
 from .scoring import SCORES
@@ -160,6 +161,7 @@ class ImprovedGreedy:
     relinking: bool = False
     starts: int = 3  # elite plans the local search starts from
     max_evaluations: int = 3000
+    arrivals: ArrivalLog = field(default_factory=ArrivalLog)  # for hold_for_company's load
 
     def best(self, ctx: PlanningContext) -> tuple[Placed, float]:
         greedy = RandomizedGreedy(self.name, self.params)
@@ -193,10 +195,11 @@ class ImprovedGreedy:
         return best, best_cost
 
     def decide(self, snapshot: Snapshot) -> Plan:
+        self.arrivals.observe(snapshot)
         if not snapshot.jobs:
             return {}
         ctx = PlanningContext(snapshot, self.params.plan_restart_s)
-        return refine(snapshot, ctx.to_plan(self.best(ctx)[0]), self.params)
+        return refine(snapshot, ctx.to_plan(self.best(ctx)[0]), self.params, self.arrivals)
 
 
 def _params(params: dict) -> GreedyParams:

@@ -1,0 +1,151 @@
+"""Holding a job back for company (policies/company.py): the rule by hand, the arrival-rate
+estimate by hand, and the simulator and service revisiting a held job when it must start."""
+
+import math
+
+import pytest
+
+from andreas.policies import make_policy
+from andreas.policies.base import Assignment, TimedPlan, revisit_at
+from andreas.policies.company import ArrivalLog, hold_for_company
+from andreas.sim.engine import simulate
+from helpers import Scripted, cluster, job, scenario, snapshot
+
+# One node of 2 GPUs drawing 300 W with one busy, 400 W with two; 10 s per epoch on 1 GPU.
+CLUSTER = cluster([("n0", "A", 2), ("n1", "A", 2)], {"A": [300, 400]})
+PROFILES = {"p": {("A", 1): 10.0}}
+
+
+def _snap(jobs, now, running=None):
+    return snapshot(scenario(CLUSTER, PROFILES, jobs), now=now, running=running)
+
+
+def test_a_job_alone_on_a_node_with_slack_waits_until_its_latest_start():
+    snap = _snap([job("a", due=5000.0, epochs=100.0)], now=1000.0)  # runs 1000 s
+    plan = {"a": Assignment("n0", 1)}
+    held = hold_for_company(snap, plan, share=0.1, load=0.5, max_load=0.75)
+    assert dict(held) == {} and revisit_at(held) == pytest.approx(5000.0 - 1.1 * 1000.0)
+    # not while the load is unknown or too high, nor without the slack
+    for load in (math.inf, 0.75):
+        assert hold_for_company(snap, plan, share=0.1, load=load) == plan
+    tight = _snap([job("a", due=2000.0, epochs=100.0)], now=1000.0)
+    assert hold_for_company(tight, plan, share=0.1, load=0.0) == plan
+
+
+def test_no_hold_with_company_a_queue_or_a_job_that_keeps_running():
+    jobs = [job("a", due=9000.0, epochs=100.0), job("b", due=9000.0, epochs=100.0)]
+    snap = _snap(jobs, now=0.0)
+    together = {"a": Assignment("n0", 1), "b": Assignment("n0", 1)}
+    assert hold_for_company(snap, together, load=0.0) == together
+    queue = {"a": Assignment("n0", 1)}  # b waits: the cluster is short of GPUs
+    assert hold_for_company(snap, queue, load=0.0) == queue
+    running = _snap(jobs, now=0.0, running={"a": ("n0", 1), "b": ("n1", 1)})
+    apart = {"a": Assignment("n0", 1), "b": Assignment("n1", 1)}
+    assert hold_for_company(running, apart, load=0.0) == apart  # both stay where they run
+    moved = {"a": Assignment("n1", 1), "b": Assignment("n0", 1)}  # both moved, each alone
+    held = hold_for_company(running, moved, load=0.0)
+    assert dict(held) == {} and isinstance(held, TimedPlan)
+
+
+def test_offered_load_by_hand():
+    log = ArrivalLog(window=3)
+    first = _snap([job("a", submit=0.0, epochs=100.0)], now=0.0)
+    log.observe(first)
+    assert log.offered_load(first) == math.inf  # one arrival: no rate yet
+    jobs = [job("a", submit=0.0, epochs=100.0), job("b", submit=400.0, epochs=50.0)]
+    snap = _snap(jobs, now=1000.0)
+    log.observe(snap)
+    # 1 arrival in 1000 s x mean least GPU-time (1000 + 500) / 2 s / 4 GPUs
+    assert log.offered_load(snap) == pytest.approx(1 / 1000 * 750 / 4)
+    for i in range(10):  # only the newest `window` arrivals count
+        log.observe(_snap([job(f"x{i}", submit=2000.0 + 100 * i, epochs=100.0)], now=3000.0))
+    assert len(log.seen) <= 2 * log.window
+    later = _snap([job("x9", submit=2900.0, epochs=100.0)], now=3000.0)
+    assert log.offered_load(later) == pytest.approx(2 / (3000.0 - 2700.0) * 1000 / 4)
+
+
+def _one_node(*jobs):
+    return scenario(cluster([("n0", "A", 2)], {"A": [300, 400]}), PROFILES, list(jobs))
+
+
+def test_simulator_starts_a_held_job_at_its_latest_start_at_the_same_energy():
+    # j0 runs 100 s at once (no slack). j1 arrives at 1000 (1000 s of work, due 10000): two
+    # arrivals in 1000 s, load 1/1000 x 1000 / 2 = 0.5 < 0.75, alone: held until
+    # 10000 - 1.1 x 1000 = 8900, when nothing has arrived; it starts then and ends at 9900.
+    sc = _one_node(job("j0", submit=0.0, due=100.0, epochs=10.0),
+                   job("j1", submit=1000.0, due=10000.0, epochs=100.0))
+    held = simulate(sc, make_policy("greedy"))
+    plain = simulate(sc, make_policy("greedy", hold_share=None))
+    j1 = {r.job_id: r for r in held.jobs}["j1"]
+    assert (j1.first_start, j1.completion_time) == (pytest.approx(8900.0), pytest.approx(9900.0))
+    assert {r.job_id: r for r in plain.jobs}["j1"].first_start == 1000.0
+    # 300 W x (100 s + 1000 s), 1e-7 EUR per joule, either way; nobody late
+    for result in (held, plain):
+        assert result.summary["total_cost"] == pytest.approx(300 * 1100 * 1e-7)
+
+
+def test_a_job_arriving_during_the_hold_shares_the_powered_node():
+    # As above, and j2 arrives at 5000 (1000 s of work): j1 and j2 run side by side from
+    # 5000 to 6000 at 400 W instead of 300 W each, apart: 300 x 100 + 400 x 1000 J.
+    sc = _one_node(job("j0", submit=0.0, due=100.0, epochs=10.0),
+                   job("j1", submit=1000.0, due=10000.0, epochs=100.0),
+                   job("j2", submit=5000.0, due=20000.0, epochs=100.0))
+    held = simulate(sc, make_policy("greedy"))
+    plain = simulate(sc, make_policy("greedy", hold_share=None))
+    starts = {r.job_id: r.first_start for r in held.jobs}
+    assert starts == {"j0": 0.0, "j1": 5000.0, "j2": 5000.0}
+    assert held.summary["total_cost"] == pytest.approx((300 * 100 + 400 * 1000) * 1e-7)
+    assert plain.summary["total_cost"] == pytest.approx(300 * 2100 * 1e-7)
+
+
+def test_a_revisit_is_a_decision_point_and_not_a_stall():
+    # A policy that holds j until 50 (and asks to be revisited then), then runs it.
+    class Holding(Scripted):
+        def decide(self, snap):
+            plan = super().decide(snap)
+            return plan if snap.time >= 50.0 else TimedPlan({}, 50.0)
+
+    sc = _one_node(job("j", submit=0.0, epochs=1.0))
+    result = simulate(sc, Holding(lambda t, ids: {"j": ("n0", 1)}))
+    assert result.jobs[0].first_start == 50.0 and result.rescheduling_points == 2
+
+
+def test_the_service_replans_when_a_held_job_must_start(tmp_path):
+    # A policy that holds every job until 1100 s on the service's clock: the scheduler looks
+    # again then, with reason "revisit", not before; the forecast starts the job then.
+    from conftest import write_service_files
+
+    from andreas.executors.local import LocalExecutor
+    from andreas.service.api import _nodes
+    from andreas.service.config import read_service_config
+    from andreas.service.db import JobRow
+    from andreas.service.scheduler import Scheduler
+    from andreas.service.store import Store
+
+    class HoldUntil1100:
+        name = "hold"
+
+        def decide(self, snap):
+            return TimedPlan({}, 1100.0) if snap.time < 1100.0 else {}
+
+    config = read_service_config(write_service_files(tmp_path))
+    store = Store(config.database_url)
+    store.create_token("u", "user")
+    now = [1000.0]
+    scheduler = Scheduler(config, store, LocalExecutor(_nodes(config)), clock=lambda: now[0])
+    scheduler.policy = HoldUntil1100()
+    with store.session() as s:
+        s.add(JobRow(id="j", owner_id=1, name="j", command=["true"], epochs=100.0,
+                     submitted_at=1000.0, due_date=5000.0, weight=0.01, profile_name="mlp",
+                     state="queued", epochs_done=0.0, cancel_requested=False,
+                     speed_factor=1.0))
+    scheduler.tick()  # startup
+    assert scheduler.plan.revisit_at == 1100.0 and scheduler.plan.assignments == {}
+    assert scheduler.plan.forecast["j"]["start"] == pytest.approx(1100.0)
+    now[0] = 1050.0
+    scheduler.tick()
+    assert scheduler.plan.decisions == 1  # nothing to look at yet
+    now[0] = 1100.0
+    scheduler.tick()
+    assert scheduler.plan.decisions == 2 and "revisit" in scheduler.plan.reasons
+    assert scheduler.plan.revisit_at is None

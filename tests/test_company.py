@@ -30,6 +30,14 @@ def test_a_job_alone_on_a_node_with_slack_waits_until_its_latest_start():
         assert hold_for_company(snap, plan, share=0.1, load=load) == plan
     tight = _snap([job("a", due=2000.0, epochs=100.0)], now=1000.0)
     assert hold_for_company(tight, plan, share=0.1, load=0.0) == plan
+    # nor on nodes that stay powered when idle
+    from dataclasses import replace
+
+    from andreas.model import GpuType
+
+    powered = replace(snap, cluster=replace(CLUSTER, gpu_types={
+        "A": GpuType("A", (300.0, 400.0), idle_w=200.0)}))
+    assert hold_for_company(powered, plan, share=0.1, load=0.0) == plan
 
 
 def test_no_hold_with_company_a_queue_or_a_job_that_keeps_running():

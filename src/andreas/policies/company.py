@@ -6,7 +6,8 @@ apart. A job the plan would start alone on a node, with slack to spare, waits fo
 instead: the next arrival or completion re-plans the queue anyway, and the plan asks to be
 revisited (`TimedPlan.revisit_at`) at the latest time the job can start and still keep
 `share` × its run time of slack. If nothing arrives by then it starts as planned, later and at
-the same energy; if a job arrives, the two can share a powered node.
+the same energy; if a job arrives, the two can share a powered node. (Nodes whose type draws
+`idle_w` when idle stay powered anyway, and their jobs are not held.)
 
 Holding is a bet on arrivals and costs GPU time, so it is only made while the cluster has
 room: when every job of the plan is placed and the offered load (the work arriving per second,
@@ -64,6 +65,7 @@ def hold_for_company(snapshot: Snapshot, plan: Plan, *, share: float = DEFAULT_S
     for a in plan.values():
         per_node[a.node] = per_node.get(a.node, 0) + 1
     node_type = {n.name: n.gpu_type for n in snapshot.cluster.nodes}
+    gpu_types = snapshot.cluster.gpu_types
     overhead = snapshot.cluster.restart_overhead_s
     out = dict(plan)
     wake = math.inf
@@ -72,6 +74,8 @@ def hold_for_company(snapshot: Snapshot, plan: Plan, *, share: float = DEFAULT_S
         if per_node[a.node] > 1 or (view.assignment is not None
                                     and view.assignment.place() == a.place()):
             continue  # it has company, or it keeps running where it is
+        if gpu_types[node_type[a.node]].idle_w > 0:
+            continue  # its node stays powered anyway: company would save little
         run_s = view.remaining_epochs * snapshot.profiles.seconds_per_epoch(
             view.job.profile, node_type[a.node], a.gpus, a.power_limit_w)
         if view.started:

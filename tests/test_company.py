@@ -23,10 +23,10 @@ def _snap(jobs, now, running=None):
 def test_a_job_alone_on_a_node_with_slack_waits_until_its_latest_start():
     snap = _snap([job("a", due=5000.0, epochs=100.0)], now=1000.0)  # runs 1000 s
     plan = {"a": Assignment("n0", 1)}
-    held = hold_for_company(snap, plan, share=0.1, load=0.5, max_load=0.75)
+    held = hold_for_company(snap, plan, share=0.1, load=0.4, max_load=0.5)
     assert dict(held) == {} and revisit_at(held) == pytest.approx(5000.0 - 1.1 * 1000.0)
     # not while the load is unknown or too high, nor without the slack
-    for load in (math.inf, 0.75):
+    for load in (math.inf, 0.5):
         assert hold_for_company(snap, plan, share=0.1, load=load) == plan
     tight = _snap([job("a", due=2000.0, epochs=100.0)], now=1000.0)
     assert hold_for_company(tight, plan, share=0.1, load=0.0) == plan
@@ -77,16 +77,16 @@ def _one_node(*jobs):
 
 
 def test_simulator_starts_a_held_job_at_its_latest_start_at_the_same_energy():
-    # j0 runs 100 s at once (no slack). j1 arrives at 1000 (1000 s of work, due 10000): two
-    # arrivals in 1000 s, load 1/1000 x 1000 / 2 = 0.5 < 0.75, alone: held until
-    # 10000 - 1.1 x 1000 = 8900, when nothing has arrived; it starts then and ends at 9900.
+    # j0 runs 100 s at once (no slack). j1 arrives at 2000 (1000 s of work, due 11000): two
+    # arrivals in 2000 s, load 1/2000 x 1000 / 2 = 0.25 < 0.5, alone: held until
+    # 11000 - 1.1 x 1000 = 9900, when nothing has arrived; it starts then and ends at 10900.
     sc = _one_node(job("j0", submit=0.0, due=100.0, epochs=10.0),
-                   job("j1", submit=1000.0, due=10000.0, epochs=100.0))
+                   job("j1", submit=2000.0, due=11000.0, epochs=100.0))
     held = simulate(sc, make_policy("greedy"))
     plain = simulate(sc, make_policy("greedy", hold_share=None))
     j1 = {r.job_id: r for r in held.jobs}["j1"]
-    assert (j1.first_start, j1.completion_time) == (pytest.approx(8900.0), pytest.approx(9900.0))
-    assert {r.job_id: r for r in plain.jobs}["j1"].first_start == 1000.0
+    assert (j1.first_start, j1.completion_time) == (pytest.approx(9900.0), pytest.approx(10900.0))
+    assert {r.job_id: r for r in plain.jobs}["j1"].first_start == 2000.0
     # 300 W x (100 s + 1000 s), 1e-7 EUR per joule, either way; nobody late
     for result in (held, plain):
         assert result.summary["total_cost"] == pytest.approx(300 * 1100 * 1e-7)
@@ -96,7 +96,7 @@ def test_a_job_arriving_during_the_hold_shares_the_powered_node():
     # As above, and j2 arrives at 5000 (1000 s of work): j1 and j2 run side by side from
     # 5000 to 6000 at 400 W instead of 300 W each, apart: 300 x 100 + 400 x 1000 J.
     sc = _one_node(job("j0", submit=0.0, due=100.0, epochs=10.0),
-                   job("j1", submit=1000.0, due=10000.0, epochs=100.0),
+                   job("j1", submit=2000.0, due=11000.0, epochs=100.0),
                    job("j2", submit=5000.0, due=20000.0, epochs=100.0))
     held = simulate(sc, make_policy("greedy"))
     plain = simulate(sc, make_policy("greedy", hold_share=None))

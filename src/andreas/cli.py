@@ -168,7 +168,7 @@ SlackGuard = typer.Option("0.5", help="andreas policies: a randomised plan repla
                           "ends no job late there later, and leaves each on-time job at least "
                           "min(its slack there, this share of its run time); 'off' to disable.")
 Hold = typer.Option("0.1", help="Greedy policies: while every job is placed and the "
-                    "offered load is below 0.75, a job that would start alone on a node waits "
+                    "offered load is below 0.5, a job that would start alone on a node waits "
                     "for company until its latest start, keeping this share of its run time "
                     "as slack; 'off' to disable.")
 ConfigEnergy = typer.Option("marginal", help="Greedy policies: give each job the on-time "

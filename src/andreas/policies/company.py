@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from .base import Plan, Snapshot, TimedPlan
 
 DEFAULT_SHARE = 0.1  # slack kept at the latest start, as a share of the planned run time
-DEFAULT_MAX_LOAD = 0.75  # hold only while the offered load is below this
+DEFAULT_MAX_LOAD = 0.5  # hold only while the offered load is below this
 
 
 @dataclass

@@ -197,7 +197,8 @@ class Simulator:
             # With a tariff, jobs may wait for cheaper hours, but not past their due dates.
             # (Between rounds the policy has not been asked yet: the next tick is ahead.)
             # A plan that holds jobs back on purpose names when to revisit them.
-            stalled = not running and active and not pending and decided and self.revisit == math.inf
+            stalled = (not running and active and not pending and decided
+                       and self.revisit == math.inf)
             if stalled and (self.tariff is None
                             or all(s.job.due_date <= now for s in active.values())):
                 raise SimulationError(

@@ -50,6 +50,13 @@ class Snapshot:
     profiles: Profiles
     jobs: tuple[JobView, ...]
 
+    def start_run_s(self, view: JobView, gpu_type: str, target: Assignment) -> float:
+        """How long `view` takes if it (re)starts now on `target`, a node of `gpu_type`: its
+        remaining epochs there, plus the restart overhead if it has run before."""
+        run_s = view.remaining_epochs * self.profiles.seconds_per_epoch(
+            view.job.profile, gpu_type, target.gpus, target.power_limit_w)
+        return run_s + (self.cluster.restart_overhead_s if view.started else 0.0)
+
     def free_gpus(self) -> dict[str, int]:
         free = {n.name: n.gpus for n in self.cluster.nodes}
         for view in self.jobs:

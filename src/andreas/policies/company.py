@@ -66,7 +66,6 @@ def hold_for_company(snapshot: Snapshot, plan: Plan, *, share: float = DEFAULT_S
         per_node[a.node] = per_node.get(a.node, 0) + 1
     node_type = {n.name: n.gpu_type for n in snapshot.cluster.nodes}
     gpu_types = snapshot.cluster.gpu_types
-    overhead = snapshot.cluster.restart_overhead_s
     out = dict(plan)
     wake = math.inf
     for view in snapshot.jobs:
@@ -76,11 +75,8 @@ def hold_for_company(snapshot: Snapshot, plan: Plan, *, share: float = DEFAULT_S
             continue  # it has company, or it keeps running where it is
         if gpu_types[node_type[a.node]].idle_w > 0:
             continue  # its node stays powered anyway: company would save little
-        run_s = view.remaining_epochs * snapshot.profiles.seconds_per_epoch(
-            view.job.profile, node_type[a.node], a.gpus, a.power_limit_w)
-        if view.started:
-            run_s += overhead
-        latest = view.job.due_date - (1.0 + share) * run_s
+        latest = view.job.due_date - (1.0 + share) * snapshot.start_run_s(
+            view, node_type[a.node], a)
         if latest > snapshot.time + 1.0:  # at least a second ahead: no busy loop of revisits
             del out[view.job_id]
             wake = min(wake, latest)

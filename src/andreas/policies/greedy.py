@@ -315,12 +315,11 @@ def spends_needed_slack(ctx: PlanningContext, base: Placed, other: Placed,
     return False
 
 
-def refine(snapshot: Snapshot, plan: Plan, params: GreedyParams,
-           arrivals: ArrivalLog | None = None) -> Plan:
+def refine(snapshot: Snapshot, plan: Plan, params: GreedyParams, arrivals: ArrivalLog) -> Plan:
     """The decisions taken on a placed plan: wait for company (one price: with a tariff,
     when a job waits is the price's to decide), or for cheaper hours; then GPU power limits."""
     revisit = None
-    if params.hold_share is not None and arrivals is not None and snapshot.cluster.tariff is None:
+    if params.hold_share is not None and snapshot.cluster.tariff is None:
         plan = hold_for_company(snapshot, plan, share=params.hold_share,
                                 load=arrivals.offered_load(snapshot),
                                 max_load=params.hold_max_load)

@@ -32,10 +32,7 @@ def defer_for_cheaper_hours(snapshot: Snapshot, plan: Plan, *, margin: float = D
         if view.assignment is not None:
             continue
         gpu_type = node_type[a.node]
-        run_s = view.remaining_epochs * snapshot.profiles.seconds_per_epoch(
-            view.job.profile, gpu_type, a.gpus)
-        if view.started:
-            run_s += cluster.restart_overhead_s
+        run_s = snapshot.start_run_s(view, gpu_type, a)
         latest = view.job.due_date - run_s * (1.0 + slack)
         if latest <= now:
             continue

@@ -1,5 +1,6 @@
-"""Holding a job back for company (policies/company.py): the rule by hand, the arrival-rate
-estimate by hand, and the simulator and service revisiting a held job when it must start."""
+"""Holding a job back rather than power a node for it alone (policies/company.py): for company
+and for GPUs of a powered node, the rules by hand, the arrival-rate estimate by hand, and the
+simulator and service revisiting a held job when it must start."""
 
 import math
 
@@ -7,7 +8,8 @@ import pytest
 
 from andreas.policies import make_policy
 from andreas.policies.base import Assignment, TimedPlan, revisit_at
-from andreas.policies.company import ArrivalLog, hold_for_company
+from andreas.policies.company import ArrivalLog, hold_for_company, wait_for_a_powered_node
+from andreas.policies.greedy import GreedyParams, refine
 from andreas.sim.engine import simulate
 from helpers import Scripted, cluster, job, scenario, snapshot
 
@@ -40,19 +42,76 @@ def test_a_job_alone_on_a_node_with_slack_waits_until_its_latest_start():
     assert hold_for_company(powered, plan, share=0.1, load=0.0) == plan
 
 
-def test_no_hold_with_company_a_queue_or_a_job_that_keeps_running():
-    jobs = [job("a", due=9000.0, epochs=100.0), job("b", due=9000.0, epochs=100.0)]
-    snap = _snap(jobs, now=0.0)
+def test_no_hold_with_company_or_a_queue_but_a_running_job_alone_is_paused():
+    jobs = [job("a", submit=0.0, due=19000.0, epochs=100.0),
+            job("b", submit=5000.0, due=19000.0, epochs=100.0)]
+    snap = _snap(jobs, now=10000.0)
     together = {"a": Assignment("n0", 1), "b": Assignment("n0", 1)}
     assert hold_for_company(snap, together, load=0.0) == together
-    queue = {"a": Assignment("n0", 1)}  # b waits: the cluster is short of GPUs
-    assert hold_for_company(snap, queue, load=0.0) == queue
-    running = _snap(jobs, now=0.0, running={"a": ("n0", 1), "b": ("n1", 1)})
+    # one arrival in 10000 s x 1000 s of work / 4 GPUs: load 0.025, but with b left waiting
+    # (the cluster short of GPUs) refine holds nothing back
+    log = ArrivalLog()
+    log.observe(snap)
+    assert log.offered_load(snap) == pytest.approx(0.025)
+    queue = {"a": Assignment("n0", 1)}
+    assert refine(snap, queue, GreedyParams(), log) == queue
+    # a job that would keep running alone on its node is paused for company as well
+    running = _snap(jobs, now=10000.0, running={"a": ("n0", 1), "b": ("n1", 1)})
     apart = {"a": Assignment("n0", 1), "b": Assignment("n1", 1)}
-    assert hold_for_company(running, apart, load=0.0) == apart  # both stay where they run
-    moved = {"a": Assignment("n1", 1), "b": Assignment("n0", 1)}  # both moved, each alone
-    held = hold_for_company(running, moved, load=0.0)
-    assert dict(held) == {} and isinstance(held, TimedPlan)
+    held = hold_for_company(running, apart, load=0.0)
+    assert dict(held) == {} and revisit_at(held) == pytest.approx(19000.0 - 1.1 * 1000.0)
+
+
+# Two node types: A (2 GPUs, 300 W with one busy, 400 W with two) and a slower B (1 GPU,
+# 500 W), 10 s and 20 s per epoch.
+TWO_TYPES = cluster([("n0", "A", 2), ("n1", "B", 1)], {"A": [300, 400], "B": [500]})
+TWO_PROFILES = {"p": {("A", 1): 10.0, ("B", 1): 20.0}}
+
+
+def test_a_job_alone_on_a_node_waits_for_gpus_to_free_on_a_powered_one():
+    # At 4000, a (ends at 5000) and c (ends at 10000) fill n0; the plan starts b alone on n1:
+    # 500 W x 2000 s = 1 MJ. On n0 from 5000, b adds 100 W x 1000 s beside c: it waits,
+    # revisited at 5000, if it ends there with 10 % of its run time to spare (5000 + 1100 s)
+    # and can still start alone on n1 by 5000 with that slack (due - 2200 s >= 5000).
+    def snap(due):
+        sc = scenario(TWO_TYPES, TWO_PROFILES,
+                      [job("a", epochs=500.0), job("c", epochs=1000.0),
+                       job("b", submit=4000.0, due=due, epochs=100.0)])
+        return snapshot(sc, now=4000.0, running={"a": ("n0", 1), "c": ("n0", 1)},
+                        remaining={"a": 100.0, "c": 600.0})
+
+    plan = {"a": Assignment("n0", 1), "c": Assignment("n0", 1), "b": Assignment("n1", 1)}
+    held = wait_for_a_powered_node(snap(7200.0), plan, share=0.1)
+    assert dict(held) == {"a": plan["a"], "c": plan["c"]}
+    assert revisit_at(held) == pytest.approx(5000.0)
+    assert wait_for_a_powered_node(snap(7100.0), plan, share=0.1) == plan  # no fallback
+    assert wait_for_a_powered_node(snap(6000.0), plan, share=0.1) == plan  # late on n0
+    # nor while the offered load is 1 or more (refine): the arrivals at 0, 0 and 4000 with
+    # their 5000, 10000 and 1000 s of work on 3 GPUs: 2 / 4000 x 5333 / 3 = 0.89
+    log = ArrivalLog()
+    log.observe(snap(7200.0))
+    assert log.offered_load(snap(7200.0)) == pytest.approx(2 / 4000 * 16000 / 3 / 3)
+    assert dict(refine(snap(7200.0), plan, GreedyParams(), log)) == dict(held)
+    log.seen = {"x": 3000.0, "y": 3500.0, "z": 3990.0}
+    assert refine(snap(7200.0), plan, GreedyParams(), log) == plan
+
+
+def test_simulator_runs_a_waiting_job_on_the_powered_node_by_hand():
+    # The same jobs from t = 0, a and c without slack (so the plan keeps them on n0): they
+    # share n0 (400 W) until 5000; b, held at 4000, runs there 5000-6000 beside c; c alone
+    # until 10000 (300 W): 400 x 6000 + 300 x 4000 J. Without holding, b runs on n1 (500 W)
+    # from 4000 and moves to n0 when a ends (restarts are free), ending at 5500:
+    # 400 x 5500 + 300 x 4500 + 500 x 1000 J.
+    sc = scenario(TWO_TYPES, TWO_PROFILES,
+                  [job("a", due=5000.0, epochs=500.0), job("c", due=10000.0, epochs=1000.0),
+                   job("b", submit=4000.0, due=20000.0, epochs=100.0)])
+    held = simulate(sc, make_policy("greedy"))
+    plain = simulate(sc, make_policy("greedy", hold_share=None))
+    b = {r.job_id: r for r in held.jobs}["b"]
+    assert (b.first_start, b.completion_time) == (pytest.approx(5000.0), pytest.approx(6000.0))
+    assert held.summary["total_cost"] == pytest.approx((400 * 6000 + 300 * 4000) * 1e-7)
+    assert plain.summary["total_cost"] == pytest.approx(
+        (400 * 5500 + 300 * 4500 + 500 * 1000) * 1e-7)
 
 
 def test_offered_load_by_hand():

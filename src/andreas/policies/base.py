@@ -57,6 +57,14 @@ class Snapshot:
             view.job.profile, gpu_type, target.gpus, target.power_limit_w)
         return run_s + (self.cluster.restart_overhead_s if view.started else 0.0)
 
+    def run_s(self, view: JobView, gpu_type: str, target: Assignment) -> float:
+        """How long `view` takes from now on `target`: where it runs already, its remaining
+        epochs plus any restart still to pay; elsewhere, `start_run_s`."""
+        if view.assignment is None or view.assignment.place() != target.place():
+            return self.start_run_s(view, gpu_type, target)
+        return view.restart_remaining_s + view.remaining_epochs * self.profiles.seconds_per_epoch(
+            view.job.profile, gpu_type, target.gpus, target.power_limit_w)
+
     def free_gpus(self) -> dict[str, int]:
         free = {n.name: n.gpus for n in self.cluster.nodes}
         for view in self.jobs:

@@ -1,18 +1,26 @@
-"""Hold a job back rather than power a node on for it alone, while its slack allows.
+"""Hold a job back rather than power a node for it alone, while its slack allows.
 
 A node draws its base power whenever any of its GPUs is busy (360 W of the TESLA node's 530 W
 with one busy GPU), so two jobs that overlap on one node cost much less than the same two runs
-apart. A job the plan would start alone on a node, with slack to spare, waits for company
-instead: the next arrival or completion re-plans the queue anyway, and the plan asks to be
-revisited (`TimedPlan.revisit_at`) at the latest time the job can start and still keep
-`share` × its run time of slack. If nothing arrives by then it starts as planned, later and at
-the same energy; if a job arrives, the two can share a powered node. (Nodes whose type draws
-`idle_w` when idle stay powered anyway, and their jobs are not held.)
+apart. A job the plan would run alone on a node (starting, moving, or staying where it runs)
+may wait instead, in two ways:
 
-Holding is a bet on arrivals and costs GPU time, so it is only made while the cluster has
-room: when every job of the plan is placed and the offered load (the work arriving per second,
-per GPU) is below `max_load`. The load comes from the arrivals the policy has seen
-(`ArrivalLog`); with fewer than two it is unknown, and nothing is held.
+- for GPUs of a node the plan keeps powered (`wait_for_a_powered_node`): the plan's run times
+  say when they free. The job waits if it would add less energy there than it draws alone,
+  would end there with `share` × its run time of slack, and could still start alone by then
+  with that slack: if later arrivals take those GPUs, it is no worse off than starting alone
+  then. Only while the offered load is below `WAIT_MAX_LOAD` (1: the cluster keeps up); in
+  overload a GPU that frees is rarely the waiting job's.
+- for company (`hold_for_company`): until the latest time it can start and still keep `share`
+  × its run time of slack, in case a job arrives to share its node. If none does, it starts
+  then, at the same energy. This is a bet on arrivals that costs GPU time, so it is only made
+  while the offered load is below `max_load` (0.5).
+
+Both are only for plans that place every job, and never on nodes that stay powered when idle
+(`idle_w` > 0). The plan asks to be revisited (`TimedPlan.revisit_at`) when the first held
+job should start. The offered load (the work arriving per second, per GPU) comes from the
+arrivals the policy has seen (`ArrivalLog`); with fewer than two it is unknown, and nothing is
+held.
 """
 
 from __future__ import annotations
@@ -20,10 +28,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .base import Plan, Snapshot, TimedPlan
+from ..model import Node
+from .base import Assignment, JobView, Plan, Snapshot, TimedPlan
 
 DEFAULT_SHARE = 0.1  # slack kept at the latest start, as a share of the planned run time
-DEFAULT_MAX_LOAD = 0.5  # hold only while the offered load is below this
+DEFAULT_MAX_LOAD = 0.5  # hold for company only while the offered load is below this
+WAIT_MAX_LOAD = 1.0  # wait for a powered node only while the offered load is below this
 
 
 @dataclass
@@ -57,9 +67,10 @@ class ArrivalLog:
 
 def hold_for_company(snapshot: Snapshot, plan: Plan, *, share: float = DEFAULT_SHARE,
                      load: float = 0.0, max_load: float = DEFAULT_MAX_LOAD) -> Plan:
-    """`plan` less the jobs it would start (or move) alone on a node while they have more than
-    `share` × their run time of slack, revisited when the first of them must start."""
-    if len(plan) < len(snapshot.jobs) or not load < max_load:
+    """`plan` less the jobs it would run alone on a node while they have more than `share` ×
+    their run time of slack (a running job is paused), revisited when the first must start.
+    For a plan that places every job; jobs it leaves out were held by the caller."""
+    if not load < max_load:
         return plan
     per_node: dict[str, int] = {}
     for a in plan.values():
@@ -69,10 +80,9 @@ def hold_for_company(snapshot: Snapshot, plan: Plan, *, share: float = DEFAULT_S
     out = dict(plan)
     wake = math.inf
     for view in snapshot.jobs:
-        a = plan[view.job_id]
-        if per_node[a.node] > 1 or (view.assignment is not None
-                                    and view.assignment.place() == a.place()):
-            continue  # it has company, or it keeps running where it is
+        a = plan.get(view.job_id)
+        if a is None or per_node[a.node] > 1:
+            continue  # held already, or it has company
         if gpu_types[node_type[a.node]].idle_w > 0:
             continue  # its node stays powered anyway: company would save little
         latest = view.job.due_date - (1.0 + share) * snapshot.start_run_s(
@@ -81,3 +91,79 @@ def hold_for_company(snapshot: Snapshot, plan: Plan, *, share: float = DEFAULT_S
             del out[view.job_id]
             wake = min(wake, latest)
     return TimedPlan(out, wake) if wake < math.inf else out
+
+
+def _usage(runs: list[tuple[float, float, int]], t0: float, t1: float) -> list[tuple[float, int]]:
+    """(from, busy GPUs) pieces of the GPUs `runs` hold over [t0, t1)."""
+    cuts = sorted({t0, *(t for s, e, _ in runs for t in (s, e) if t0 < t < t1)})
+    return [(t, sum(g for s, e, g in runs if s <= t < e)) for t in cuts]
+
+
+def _earliest_start(runs: list[tuple[float, float, int]], capacity: int, gpus: int,
+                    run_s: float, now: float) -> float | None:
+    """The first time after `now` at which `gpus` GPUs stay free for `run_s` among `runs`."""
+    for t in sorted({e for _, e, _ in runs if e > now}):
+        if all(b + gpus <= capacity for _, b in _usage(runs, t, t + run_s)):
+            return t
+    return None
+
+
+def wait_for_a_powered_node(snapshot: Snapshot, plan: Plan, *,
+                            share: float = DEFAULT_SHARE) -> Plan:
+    """`plan` less the jobs it would run alone on a node that can instead wait for GPUs to free
+    on a node the plan keeps powered (see the module's docstring), revisited when the first
+    such GPUs should free. For a plan that places every job."""
+    now = snapshot.time
+    nodes = {n.name: n for n in snapshot.cluster.nodes}
+    types = snapshot.cluster.gpu_types
+    views = {v.job_id: v for v in snapshot.jobs}
+    run_s = {j: snapshot.run_s(views[j], nodes[a.node].gpu_type, a) for j, a in plan.items()}
+    runs: dict[str, list[tuple[float, float, int]]] = {}  # node -> (start, end, GPUs)
+    for job_id, a in plan.items():
+        runs.setdefault(a.node, []).append((now, now + run_s[job_id], a.gpus))
+    alone = [j for j, a in plan.items()
+             if len(runs[a.node]) == 1 and types[nodes[a.node].gpu_type].idle_w == 0]
+    out = dict(plan)
+    wake = math.inf
+    for job_id in sorted(alone, key=lambda j: views[j].job.due_date):
+        view, home = views[job_id], plan[job_id]
+        kind = nodes[home.node].gpu_type
+        # if the GPUs are taken when they free, the job can still start alone, keeping its slack
+        latest = view.job.due_date - (1.0 + share) * snapshot.start_run_s(view, kind, home)
+        alone_j = types[kind].power_w(home.gpus) * run_s[job_id]
+        best = _cheapest_wait(snapshot, view, runs, nodes, home.node, share)
+        if best is not None and best[0] < alone_j and now + 1.0 < best[2] <= latest:
+            _, node, start, end, gpus = best
+            del out[job_id]
+            runs[home.node] = []
+            runs[node].append((start, end, gpus))
+            wake = min(wake, start)
+    return TimedPlan(out, wake) if wake < math.inf else out
+
+
+def _cheapest_wait(snapshot: Snapshot, view: JobView,
+                   runs: dict[str, list[tuple[float, float, int]]], nodes: dict[str, Node],
+                   home: str, share: float) -> tuple[float, str, float, float, int] | None:
+    """(added energy J, node, start, end, GPUs) of the run of `view` that adds least energy to
+    a powered node other than `home`, once enough GPUs free there, ending with `share` × its
+    run time of slack; None if there is none."""
+    best = None
+    for name, node_runs in runs.items():
+        if name == home or not node_runs:
+            continue
+        node = nodes[name]
+        kind = snapshot.cluster.gpu_types[node.gpu_type]
+        for gpu_type, gpus in snapshot.profiles.configs(view.job.profile):
+            if gpu_type != node.gpu_type or gpus > node.gpus:
+                continue
+            run = snapshot.start_run_s(view, gpu_type, Assignment(name, gpus))
+            start = _earliest_start(node_runs, node.gpus, gpus, run, snapshot.time)
+            if start is None or start + (1.0 + share) * run > view.job.due_date:
+                continue
+            pieces = _usage(node_runs, start, start + run)
+            ends = [t for t, _ in pieces[1:]] + [start + run]
+            added = sum((kind.power_w(busy + gpus) - kind.power_w(busy)) * (end - t)
+                        for (t, busy), end in zip(pieces, ends))
+            if best is None or added < best[0]:
+                best = (added, name, start, start + run, gpus)
+    return best

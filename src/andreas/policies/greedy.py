@@ -18,7 +18,8 @@ import numpy as np
 
 from ..errors import AndreasError
 from .base import Plan, Snapshot, TimedPlan, register, revisit_at
-from .company import DEFAULT_MAX_LOAD, DEFAULT_SHARE, ArrivalLog, hold_for_company
+from .company import (DEFAULT_MAX_LOAD, DEFAULT_SHARE, WAIT_MAX_LOAD, ArrivalLog,
+                      hold_for_company, wait_for_a_powered_node)
 from .orderings import ORDERINGS
 from .power_limits import choose_power_limits
 from .pricing import defer_for_cheaper_hours
@@ -62,10 +63,10 @@ class GreedyParams:
     # to the node it lands on (PlanningContext.place); "alone", the paper's, the least energy
     # on a node of its own.
     config_energy: str = "marginal"
-    # Hold a job the plan would start alone on a node while it has more than this share of its
-    # run time of slack, and the offered load is below hold_max_load, so that a later arrival
-    # can share the powered node (company.py). Not with a tariff (prices decide when jobs
-    # wait). None: off (the paper).
+    # Hold a job the plan would run alone on a node, keeping this share of its run time of
+    # slack: until GPUs free on a node the plan keeps powered (offered load below 1), or, below
+    # hold_max_load, for a later arrival to share its node (company.py). Not with a tariff
+    # (prices decide when jobs wait). None: off (the paper).
     hold_share: float | None = DEFAULT_SHARE
     hold_max_load: float = DEFAULT_MAX_LOAD
 
@@ -316,14 +317,20 @@ def spends_needed_slack(ctx: PlanningContext, base: Placed, other: Placed,
 
 
 def refine(snapshot: Snapshot, plan: Plan, params: GreedyParams, arrivals: ArrivalLog) -> Plan:
-    """The decisions taken on a placed plan: wait for company (one price: with a tariff,
-    when a job waits is the price's to decide), or for cheaper hours; then GPU power limits."""
-    revisit = None
-    if params.hold_share is not None and snapshot.cluster.tariff is None:
-        plan = hold_for_company(snapshot, plan, share=params.hold_share,
-                                load=arrivals.offered_load(snapshot),
+    """The decisions taken on a placed plan: hold jobs rather than power a node for one alone,
+    until GPUs free on a powered node or for company (one price: with a tariff, when a job
+    waits is the price's to decide), or wait for cheaper hours; then GPU power limits."""
+    wakes = []
+    if (params.hold_share is not None and snapshot.cluster.tariff is None
+            and len(plan) == len(snapshot.jobs)):
+        load = arrivals.offered_load(snapshot)
+        if load < WAIT_MAX_LOAD:
+            plan = wait_for_a_powered_node(snapshot, plan, share=params.hold_share)
+            wakes.append(revisit_at(plan))
+        plan = hold_for_company(snapshot, plan, share=params.hold_share, load=load,
                                 max_load=params.hold_max_load)
-        revisit = revisit_at(plan)
+        wakes.append(revisit_at(plan))
+    revisit = min((w for w in wakes if w is not None), default=None)
     if params.defer and snapshot.cluster.tariff is not None:
         plan = defer_for_cheaper_hours(snapshot, plan)
     if params.power_limits:

@@ -167,10 +167,10 @@ SlackGuard = typer.Option("0.5", help="andreas policies: a randomised plan repla
                           "deterministic pass only if it leaves no job that pass runs waiting, "
                           "ends no job late there later, and leaves each on-time job at least "
                           "min(its slack there, this share of its run time); 'off' to disable.")
-Hold = typer.Option("0.1", help="Greedy policies: while every job is placed and the "
-                    "offered load is below 0.5, a job that would start alone on a node waits "
-                    "for company until its latest start, keeping this share of its run time "
-                    "as slack; 'off' to disable.")
+Hold = typer.Option("0.1", help="Greedy policies: while every job is placed, a job that "
+                    "would run alone on a node waits, keeping this share of its run time as "
+                    "slack: for GPUs to free on a powered node (offered load below 1), or for "
+                    "company until its latest start (below 0.5); 'off' to disable.")
 ConfigEnergy = typer.Option("marginal", help="Greedy policies: give each job the on-time "
                             "configuration that adds the least energy to its node ('marginal') "
                             "or that costs least on a node of its own ('alone', the paper's).")

@@ -376,7 +376,7 @@ class Scheduler:
         passes, 500 queued jobs took 146 s per forecast here; 19 passes, about 9 s
         (bench/service_bench.py). Up to 10 jobs, all passes: fewer made the forecasts of the
         validation workload 8-12 % off instead of 2-7 %. The forecast assumes no further
-        arrivals, so its decisions hold no job back for company (hold_share off)."""
+        arrivals, so its decisions hold no job back (hold_share off)."""
         options = dict(self.config.policy_options)
         options["hold_share"] = None
         cap = int(options.get("max_iterations", 1000))

@@ -96,6 +96,26 @@ def test_a_job_alone_on_a_node_waits_for_gpus_to_free_on_a_powered_one():
     assert refine(snap(7200.0), plan, GreedyParams(), log) == plan
 
 
+def test_a_job_another_waits_to_join_keeps_its_node():
+    # x runs alone on n0 (A, 1 GPU) until 1000. b, planned alone on n2 (B), waits for n0:
+    # 300 W x 1000 s there against 500 W x 2000 s. x itself could wait for n1 (type C, full
+    # until z1 ends at 500) and add only 100 W there beside z2; but b, first by due date, is
+    # counting on x's GPU coming free, so x keeps running.
+    cl = cluster([("n0", "A", 1), ("n1", "C", 2), ("n2", "B", 1)],
+                 {"A": [300], "B": [500], "C": [300, 400]})
+    profiles = {"p": {("A", 1): 10.0, ("B", 1): 20.0}, "q": {("A", 1): 10.0, ("C", 1): 10.0}}
+    sc = scenario(cl, profiles, [job("x", due=9000.0, epochs=100.0, profile="q"),
+                                 job("z1", epochs=50.0, profile="q"),
+                                 job("z2", epochs=300.0, profile="q"),
+                                 job("b", due=5000.0, epochs=100.0)])
+    snap = snapshot(sc, running={"x": ("n0", 1), "z1": ("n1", 1), "z2": ("n1", 1)})
+    plan = {"x": Assignment("n0", 1), "z1": Assignment("n1", 1), "z2": Assignment("n1", 1),
+            "b": Assignment("n2", 1)}
+    held = wait_for_a_powered_node(snap, plan, share=0.1)
+    assert dict(held) == {k: plan[k] for k in ("x", "z1", "z2")}
+    assert revisit_at(held) == pytest.approx(1000.0)
+
+
 def test_simulator_runs_a_waiting_job_on_the_powered_node_by_hand():
     # The same jobs from t = 0, a and c without slack (so the plan keeps them on n0): they
     # share n0 (400 W) until 5000; b, held at 4000, runs there 5000-6000 beside c; c alone

@@ -127,6 +127,8 @@ def wait_for_a_powered_node(snapshot: Snapshot, plan: Plan, *,
     wake = math.inf
     for job_id in sorted(alone, key=lambda j: views[j].job.due_date):
         view, home = views[job_id], plan[job_id]
+        if len(runs[home.node]) > 1:
+            continue  # an earlier job now waits for its GPUs: it has company coming
         kind = nodes[home.node].gpu_type
         # if the GPUs are taken when they free, the job can still start alone, keeping its slack
         latest = view.job.due_date - (1.0 + share) * snapshot.start_run_s(view, kind, home)

@@ -123,3 +123,21 @@ def test_a_scenario_with_a_tariff_round_trips(tmp_path):
     b = simulate(again, make_policy("andreas", seed=1)).summary["total_cost"]
     assert a == pytest.approx(b)
     assert "eur_per_kwh" in (tmp_path / "s" / "cluster.yaml").read_text()
+
+
+def test_milp_runs_a_job_inside_a_negative_price_minute_rather_than_idle_the_cluster():
+    # Found by the invariants property test. At t = 0 the price is -0.05 EUR/kWh for 60 s,
+    # then 0.10. A job of 12 epochs (1 s each on 2 GPUs) can run wholly at the negative price;
+    # priced at the mean over the decision's horizon (positive) it looked dearer than waiting,
+    # and the milp left it waiting on an idle cluster. Priced over its own run it earns.
+    tariff = Tariff((-0.05, 0.10), 60.0)
+    cluster = Cluster({"A": GpuType("A", (50.0, 50.0))}, (Node("n0", "A", 2),), 0.025, 1.0, 0.0,
+                      tariff)
+    profiles = Profiles({"p": {("A", 1): 8.0, ("A", 2): 1.0}})
+    jobs = (Job("j0", 0.0, 0.0, 0.0, 0.5, "p"), Job("j1", 0.0, 0.0, 0.0, 0.5, "p"),
+            Job("j2", 0.0, 0.0, 0.0, 12.0, "p"))
+    result = simulate(Scenario(cluster, profiles, jobs), make_policy("milp", seed=1))
+    # j0 and j1 share the node for 4 s; j2 then runs 12 s on both GPUs: 50 W x 16 s at -0.05
+    assert {r.job_id: r.completion_time for r in result.jobs} == pytest.approx(
+        {"j0": 4.0, "j1": 4.0, "j2": 16.0})
+    assert result.summary["total_cost"] == pytest.approx(50.0 * 16.0 * -0.05 / 3.6e6)

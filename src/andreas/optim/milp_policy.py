@@ -37,9 +37,14 @@ def waiting_cost(ctx: PlanningContext, j: int) -> float:
 
 
 def run_cost(ctx: PlanningContext, j: int, cand: Candidate, busy: int, node: int) -> float:
-    """Energy at the job's share of its node's draw with `busy` GPUs busy, plus tardiness."""
+    """Energy at the job's share of its node's draw with `busy` GPUs busy, plus tardiness.
+    With a price series the energy is priced over the run itself, as `waiting_cost` prices
+    the cheapest run (the horizon's mean price made a run inside a negative-price hour look
+    dearer than waiting, and left the cluster idle)."""
     watts = ctx.power[ctx.node_type[node]][busy - 1]
-    energy = cand.gpus * watts / busy * cand.time_s * ctx.eur_per_joule
+    price = (ctx.eur_per_joule if ctx.cluster.tariff is None
+             else ctx.cluster.eur_per_joule(ctx.now, ctx.now + cand.time_s))
+    energy = cand.gpus * watts / busy * cand.time_s * price
     late = ctx.now + cand.time_s - ctx.due[j]
     return energy + (ctx.weight[j] * late if late > 0 else 0.0)
 

@@ -81,11 +81,11 @@ def test_a_job_alone_on_a_node_waits_for_gpus_to_free_on_a_powered_one():
                         remaining={"a": 100.0, "c": 600.0})
 
     plan = {"a": Assignment("n0", 1), "c": Assignment("n0", 1), "b": Assignment("n1", 1)}
-    held = wait_for_a_powered_node(snap(7200.0), plan, share=0.1)
-    assert dict(held) == {"a": plan["a"], "c": plan["c"]}
+    held, awaited = wait_for_a_powered_node(snap(7200.0), plan, share=0.1)
+    assert dict(held) == {"a": plan["a"], "c": plan["c"]} and awaited == {"n0"}
     assert revisit_at(held) == pytest.approx(5000.0)
-    assert wait_for_a_powered_node(snap(7100.0), plan, share=0.1) == plan  # no fallback
-    assert wait_for_a_powered_node(snap(6000.0), plan, share=0.1) == plan  # late on n0
+    assert wait_for_a_powered_node(snap(7100.0), plan, share=0.1) == (plan, set())  # fallback
+    assert wait_for_a_powered_node(snap(6000.0), plan, share=0.1) == (plan, set())  # late
     # nor while the offered load is 1 or more (refine): the arrivals at 0, 0 and 4000 with
     # their 5000, 10000 and 1000 s of work on 3 GPUs: 2 / 4000 x 5333 / 3 = 0.89
     log = ArrivalLog()
@@ -111,9 +111,12 @@ def test_a_job_another_waits_to_join_keeps_its_node():
     snap = snapshot(sc, running={"x": ("n0", 1), "z1": ("n1", 1), "z2": ("n1", 1)})
     plan = {"x": Assignment("n0", 1), "z1": Assignment("n1", 1), "z2": Assignment("n1", 1),
             "b": Assignment("n2", 1)}
-    held = wait_for_a_powered_node(snap, plan, share=0.1)
-    assert dict(held) == {k: plan[k] for k in ("x", "z1", "z2")}
+    held, awaited = wait_for_a_powered_node(snap, plan, share=0.1)
+    assert dict(held) == {k: plan[k] for k in ("x", "z1", "z2")} and awaited == {"n0"}
     assert revisit_at(held) == pytest.approx(1000.0)
+    # and the hold for company, even on a quiet cluster, leaves x running for b to join
+    assert hold_for_company(snap, held, load=0.0, awaited=awaited) == held
+    assert "x" not in hold_for_company(snap, held, load=0.0)
 
 
 def test_simulator_runs_a_waiting_job_on_the_powered_node_by_hand():

@@ -26,6 +26,7 @@ held.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from ..model import Node
@@ -66,10 +67,12 @@ class ArrivalLog:
 
 
 def hold_for_company(snapshot: Snapshot, plan: Plan, *, share: float = DEFAULT_SHARE,
-                     load: float = 0.0, max_load: float = DEFAULT_MAX_LOAD) -> Plan:
+                     load: float = 0.0, max_load: float = DEFAULT_MAX_LOAD,
+                     awaited: Collection[str] = ()) -> Plan:
     """`plan` less the jobs it would run alone on a node while they have more than `share` ×
     their run time of slack (a running job is paused), revisited when the first must start.
-    For a plan that places every job; jobs it leaves out were held by the caller."""
+    For a plan that places every job; jobs it leaves out were held by the caller, some of them
+    waiting to join the `awaited` nodes, whose jobs have company coming and are not held."""
     if not load < max_load:
         return plan
     per_node: dict[str, int] = {}
@@ -81,8 +84,8 @@ def hold_for_company(snapshot: Snapshot, plan: Plan, *, share: float = DEFAULT_S
     wake = math.inf
     for view in snapshot.jobs:
         a = plan.get(view.job_id)
-        if a is None or per_node[a.node] > 1:
-            continue  # held already, or it has company
+        if a is None or per_node[a.node] > 1 or a.node in awaited:
+            continue  # held already, or it has company (now or coming)
         if gpu_types[node_type[a.node]].idle_w > 0:
             continue  # its node stays powered anyway: company would save little
         latest = view.job.due_date - (1.0 + share) * snapshot.start_run_s(
@@ -108,11 +111,12 @@ def _earliest_start(runs: list[tuple[float, float, int]], capacity: int, gpus: i
     return None
 
 
-def wait_for_a_powered_node(snapshot: Snapshot, plan: Plan, *,
-                            share: float = DEFAULT_SHARE) -> Plan:
+def wait_for_a_powered_node(snapshot: Snapshot, plan: Plan, *, share: float = DEFAULT_SHARE
+                            ) -> tuple[Plan, set[str]]:
     """`plan` less the jobs it would run alone on a node that can instead wait for GPUs to free
     on a node the plan keeps powered (see the module's docstring), revisited when the first
-    such GPUs should free. For a plan that places every job."""
+    such GPUs should free; and the nodes those jobs wait for. For a plan that places every
+    job."""
     now = snapshot.time
     nodes = {n.name: n for n in snapshot.cluster.nodes}
     types = snapshot.cluster.gpu_types
@@ -125,6 +129,7 @@ def wait_for_a_powered_node(snapshot: Snapshot, plan: Plan, *,
              if len(runs[a.node]) == 1 and types[nodes[a.node].gpu_type].idle_w == 0]
     out = dict(plan)
     wake = math.inf
+    awaited: set[str] = set()
     for job_id in sorted(alone, key=lambda j: views[j].job.due_date):
         view, home = views[job_id], plan[job_id]
         if len(runs[home.node]) > 1:
@@ -139,8 +144,9 @@ def wait_for_a_powered_node(snapshot: Snapshot, plan: Plan, *,
             del out[job_id]
             runs[home.node] = []
             runs[node].append((start, end, gpus))
+            awaited.add(node)
             wake = min(wake, start)
-    return TimedPlan(out, wake) if wake < math.inf else out
+    return (TimedPlan(out, wake) if wake < math.inf else out), awaited
 
 
 def _cheapest_wait(snapshot: Snapshot, view: JobView,

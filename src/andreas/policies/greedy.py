@@ -324,11 +324,12 @@ def refine(snapshot: Snapshot, plan: Plan, params: GreedyParams, arrivals: Arriv
     if (params.hold_share is not None and snapshot.cluster.tariff is None
             and len(plan) == len(snapshot.jobs)):
         load = arrivals.offered_load(snapshot)
+        awaited: set[str] = set()
         if load < WAIT_MAX_LOAD:
-            plan = wait_for_a_powered_node(snapshot, plan, share=params.hold_share)
+            plan, awaited = wait_for_a_powered_node(snapshot, plan, share=params.hold_share)
             wakes.append(revisit_at(plan))
         plan = hold_for_company(snapshot, plan, share=params.hold_share, load=load,
-                                max_load=params.hold_max_load)
+                                max_load=params.hold_max_load, awaited=awaited)
         wakes.append(revisit_at(plan))
     revisit = min((w for w in wakes if w is not None), default=None)
     if params.defer and snapshot.cluster.tariff is not None:

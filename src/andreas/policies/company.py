@@ -10,7 +10,8 @@ may wait instead, in two ways:
   would end there with `share` × its run time of slack, and could still start alone by then
   with that slack: if later arrivals take those GPUs, it is no worse off than starting alone
   then. Only while the offered load is below `WAIT_MAX_LOAD` (1: the cluster keeps up); in
-  overload a GPU that frees is rarely the waiting job's.
+  overload a GPU that frees is rarely the waiting job's. A job that others wait to join is
+  not held itself, by either rule.
 - for company (`hold_for_company`): until the latest time it can start and still keep `share`
   × its run time of slack, in case a job arrives to share its node. If none does, it starts
   then, at the same energy. This is a bet on arrivals that costs GPU time, so it is only made

@@ -57,13 +57,18 @@ class Snapshot:
             view.job.profile, gpu_type, target.gpus, target.power_limit_w)
         return run_s + (self.cluster.restart_overhead_s if view.started else 0.0)
 
+    def restart_s(self, view: JobView, target: Assignment) -> float:
+        """The restart time `view` pays before it runs on `target`: what is left of its
+        restart where it runs already, else the restart overhead if it has run before."""
+        if view.assignment is not None and view.assignment.place() == target.place():
+            return view.restart_remaining_s
+        return self.cluster.restart_overhead_s if view.started else 0.0
+
     def run_s(self, view: JobView, gpu_type: str, target: Assignment) -> float:
-        """How long `view` takes from now on `target`: where it runs already, its remaining
-        epochs plus any restart still to pay; elsewhere, `start_run_s`."""
-        if view.assignment is None or view.assignment.place() != target.place():
-            return self.start_run_s(view, gpu_type, target)
-        return view.restart_remaining_s + view.remaining_epochs * self.profiles.seconds_per_epoch(
-            view.job.profile, gpu_type, target.gpus, target.power_limit_w)
+        """How long `view` takes from now on `target` (staying where it runs, or not)."""
+        return self.restart_s(view, target) + view.remaining_epochs * \
+            self.profiles.seconds_per_epoch(view.job.profile, gpu_type, target.gpus,
+                                            target.power_limit_w)
 
     def free_gpus(self) -> dict[str, int]:
         free = {n.name: n.gpus for n in self.cluster.nodes}

@@ -48,10 +48,7 @@ def choose_power_limits(snapshot: Snapshot, plan: Plan, *, slack: float = DEFAUL
         levels = profiles.power_levels(view.job.profile, config)
         if len(levels) < 2:
             continue
-        if view.assignment is not None and view.assignment.place() == a.place():
-            begin = now + view.restart_remaining_s
-        else:
-            begin = now + (cluster.restart_overhead_s if view.started else 0.0)
+        begin = now + snapshot.restart_s(view, a)
         run_default = view.remaining_epochs * levels[0].seconds_per_epoch
         if begin + run_default > view.job.due_date:
             out[view.job_id] = replace(a, power_limit_w=None)

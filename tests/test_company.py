@@ -92,7 +92,7 @@ def test_a_job_alone_on_a_node_waits_for_gpus_to_free_on_a_powered_one():
     log.observe(snap(7200.0))
     assert log.offered_load(snap(7200.0)) == pytest.approx(2 / 4000 * 16000 / 3 / 3)
     assert dict(refine(snap(7200.0), plan, GreedyParams(), log)) == dict(held)
-    log.seen = {"x": 3000.0, "y": 3500.0, "z": 3990.0}
+    log.seen = {"x": (3000.0, 5000.0), "y": (3500.0, 5000.0), "z": (3990.0, 5000.0)}
     assert refine(snap(7200.0), plan, GreedyParams(), log) == plan
 
 
@@ -152,6 +152,17 @@ def test_offered_load_by_hand():
     assert len(log.seen) <= 2 * log.window
     later = _snap([job("x9", submit=2900.0, epochs=100.0)], now=3000.0)
     assert log.offered_load(later) == pytest.approx(2 / (3000.0 - 2700.0) * 1000 / 4)
+
+
+def test_offered_load_averages_the_work_over_arrivals_not_over_jobs_in_view():
+    # a (10000 s of work) and b (500 s) arrive at 0 and 100; at 2000 only a is left in view.
+    # Long jobs stay in view longer: the mean over the jobs in view would be 10000 s.
+    log = ArrivalLog()
+    log.observe(_snap([job("a", epochs=1000.0), job("b", submit=100.0, epochs=50.0)],
+                      now=100.0))
+    later = _snap([job("a", epochs=1000.0)], now=2000.0)
+    log.observe(later)
+    assert log.offered_load(later) == pytest.approx(1 / 2000 * (10000 + 500) / 2 / 4)
 
 
 def _one_node(*jobs):

@@ -40,31 +40,35 @@ WAIT_MAX_LOAD = 1.0  # wait for a powered node only while the offered load is be
 
 @dataclass
 class ArrivalLog:
-    """Submission times of the newest `window` jobs a policy has seen. A snapshot shows only
-    unfinished jobs, so a policy keeps this across its decisions to estimate the arrival rate."""
+    """Submission time and least GPU-time of the newest `window` jobs a policy has seen. A
+    snapshot shows only unfinished jobs, so a policy keeps this across its decisions to
+    estimate the offered load."""
 
     window: int = 20
-    seen: dict[str, float] = field(default_factory=dict)
+    seen: dict[str, tuple[float, float]] = field(default_factory=dict)  # id -> (submit, work)
 
     def observe(self, snapshot: Snapshot) -> None:
         for view in snapshot.jobs:
-            self.seen.setdefault(view.job_id, view.job.submit_time)
+            if view.job_id not in self.seen:
+                work = view.job.epochs * min(
+                    g * spe for (_, g), spe in snapshot.profiles.configs(view.job.profile).items())
+                self.seen[view.job_id] = (view.job.submit_time, work)
         if len(self.seen) > 2 * self.window:
-            newest = sorted(self.seen.items(), key=lambda kv: kv[1])[-self.window:]
+            newest = sorted(self.seen.items(), key=lambda kv: kv[1][0])[-self.window:]
             self.seen = dict(newest)
 
     def offered_load(self, snapshot: Snapshot) -> float:
-        """Arrival rate × mean least GPU-time of the jobs in view ÷ the cluster's GPUs (1 = the
-        cluster busy all the time at the jobs' most frugal sizes); inf while unknown."""
-        submits = sorted(self.seen.values())[-self.window:]
-        span = snapshot.time - submits[0] if submits else 0.0
-        if len(submits) < 2 or span <= 0 or not snapshot.jobs:
+        """Arrival rate × mean least GPU-time of the newest arrivals ÷ the cluster's GPUs (1 =
+        the cluster busy all the time at the jobs' most frugal sizes); inf while unknown. The
+        work is averaged over arrivals, not over the jobs in view: long jobs stay in view
+        longer, so those would overstate it."""
+        newest = sorted(self.seen.values())[-self.window:]
+        span = snapshot.time - newest[0][0] if newest else 0.0
+        if len(newest) < 2 or span <= 0:
             return math.inf
-        work = [view.job.epochs * min(g * spe for (_, g), spe in
-                                      snapshot.profiles.configs(view.job.profile).items())
-                for view in snapshot.jobs]
+        work = sum(w for _, w in newest) / len(newest)
         gpus = sum(n.gpus for n in snapshot.cluster.nodes)
-        return (len(submits) - 1) / span * (sum(work) / len(work)) / gpus
+        return (len(newest) - 1) / span * work / gpus
 
 
 def hold_for_company(snapshot: Snapshot, plan: Plan, *, share: float = DEFAULT_SHARE,

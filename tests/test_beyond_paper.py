@@ -271,3 +271,52 @@ def test_a_pass_picks_the_configuration_that_adds_least_energy_to_its_node():
     late = scenario(sc.cluster, {"p": {("G", 1): 10.0, ("G", 2): 7.0}},
                     [job("a", epochs=100.0, due=500.0)])
     assert PlanningContext(snapshot(late)).place(0, [3], marginal=True)[1].gpus == 2
+
+
+def test_local_search_repacks_a_node_with_its_jobs_on_their_fewest_gpus():
+    # The TESLA table again (530/700/870/1040 W), 100 epochs each: 1000 s on 1 GPU, 700 s on 2.
+    # a and b on 2 GPUs each: 1040 W x 700 s = 728 kJ. Resizing one of them alone costs more
+    # (870 W x 700 s, then 530 W x 300 s = 768 kJ); both on 1 GPU: 700 W x 1000 s = 700 kJ.
+    from andreas.policies.local_search import LocalSearch
+    sc = scenario(cluster([("n1", "G", 4)], {"G": [530, 700, 870, 1040]}),
+                  {"p": {("G", 1): 10.0, ("G", 2): 7.0}},
+                  [job("a", epochs=100.0), job("b", epochs=100.0)])
+    ctx = PlanningContext(snapshot(sc))
+    two = [(0, next(c for c in ctx.cands[j] if c.gpus == 2)) for j in range(2)]
+    search = LocalSearch(ctx)
+    assert search.cost(two) == pytest.approx(728_000 * E)
+    one_resized = [two[0], (0, next(c for c in ctx.cands[1] if c.gpus == 1))]
+    assert search.cost(one_resized) == pytest.approx(768_000 * E)
+    plan, cost = search.improve(two)
+    assert [e[1].gpus for e in plan] == [1, 1] and cost == pytest.approx(700_000 * E)
+
+
+def test_repacking_a_node_takes_a_job_off_a_slow_node():
+    # G as above; S, one GPU at 400 W, 25 s per epoch. a (2 GPUs, 700 s), b and c fill G; d
+    # runs on S: G 1040 W x 700 s + 700 W x 300 s, S 400 W x 2500 s = 1938 kJ. Repacking G puts
+    # a on 1 GPU and d in the GPU freed: 4 busy for 1000 s, 1040 kJ, and S stays off.
+    from andreas.policies.local_search import LocalSearch
+    sc = scenario(cluster([("g", "G", 4), ("s", "S", 1)],
+                          {"G": [530, 700, 870, 1040], "S": [400]}),
+                  {"p": {("G", 1): 10.0, ("G", 2): 7.0, ("S", 1): 25.0}},
+                  [job(x, epochs=100.0) for x in "abcd"])
+    ctx = PlanningContext(snapshot(sc))
+
+    def on(j, node, gpus):
+        return (node, next(c for c in ctx.cands[j] if c.gpu_type == ctx.node_type[node]
+                           and c.gpus == gpus))
+
+    placed = [on(0, 0, 2), on(1, 0, 1), on(2, 0, 1), on(3, 1, 1)]
+    search = LocalSearch(ctx)
+    assert search.cost(placed) == pytest.approx(1_938_000 * E)
+    repacked = search.repack(placed, 0)
+    assert [(e[0], e[1].gpus) for e in repacked] == [(0, 1)] * 4
+    assert search.cost(repacked) == pytest.approx(1_040_000 * E)
+    assert search.improve(placed)[1] == pytest.approx(1_040_000 * E)
+    # a plan that leaves a job waiting is not resized or repacked: under a queue GPU time is
+    # worth more than the energy those moves save (d, last in pressure order, takes no
+    # running job's place either, so that plan has no neighbour at all)
+    queued = placed[:3] + [None]
+    assert list(search.neighbours(placed)) and not list(search.neighbours(queued))
+    # nor while the offered load is 1 or more (ImprovedGreedy.decide turns them off)
+    assert not list(LocalSearch(ctx, resizing=False).neighbours(placed))

@@ -296,6 +296,7 @@ def test_repacking_a_node_takes_a_job_off_a_slow_node():
     # runs on S: G 1040 W x 700 s + 700 W x 300 s, S 400 W x 2500 s = 1938 kJ. Repacking G puts
     # a on 1 GPU and d in the GPU freed: 4 busy for 1000 s, 1040 kJ, and S stays off.
     from andreas.policies.local_search import LocalSearch
+    from andreas.policies.resizing import repack
     sc = scenario(cluster([("g", "G", 4), ("s", "S", 1)],
                           {"G": [530, 700, 870, 1040], "S": [400]}),
                   {"p": {("G", 1): 10.0, ("G", 2): 7.0, ("S", 1): 25.0}},
@@ -309,7 +310,7 @@ def test_repacking_a_node_takes_a_job_off_a_slow_node():
     placed = [on(0, 0, 2), on(1, 0, 1), on(2, 0, 1), on(3, 1, 1)]
     search = LocalSearch(ctx)
     assert search.cost(placed) == pytest.approx(1_938_000 * E)
-    repacked = search.repack(placed, 0)
+    repacked = repack(ctx, placed, 0)
     assert [(e[0], e[1].gpus) for e in repacked] == [(0, 1)] * 4
     assert search.cost(repacked) == pytest.approx(1_040_000 * E)
     assert search.improve(placed)[1] == pytest.approx(1_040_000 * E)
@@ -318,5 +319,22 @@ def test_repacking_a_node_takes_a_job_off_a_slow_node():
     # running job's place either, so that plan has no neighbour at all)
     queued = placed[:3] + [None]
     assert list(search.neighbours(placed)) and not list(search.neighbours(queued))
-    # nor while the offered load is 1 or more (ImprovedGreedy.decide turns them off)
+    # nor at a high offered load (ImprovedGreedy.decide turns them off)
     assert not list(LocalSearch(ctx, resizing=False).neighbours(placed))
+
+
+def test_andreas_resizes_its_chosen_plan_on_a_quiet_cluster():
+    # a (at 0) and b (at 1000) on the TESLA-like node G: the pass gives a 2 GPUs (490 kJ alone
+    # against 530 kJ on one) and b what adds least beside it; both on 1 GPU cost 700 W x
+    # 1000 s, less than any plan with a on 2 (a on 2 and b on 1: 870 W x 700 s + 530 W x
+    # 300 s = 768 kJ; both on 2: 728 kJ). Offered load: 1 arrival in 1000 s x 1000 s of
+    # work / 4 GPUs = 0.25, below resize_max_load (0.5).
+    sc = scenario(cluster([("n1", "G", 4)], {"G": [530, 700, 870, 1040]}),
+                  {"p": {("G", 1): 10.0, ("G", 2): 7.0}},
+                  [job("a", epochs=100.0), job("b", submit=1000.0, epochs=100.0)])
+    snap = snapshot(sc, now=1000.0, running={"a": ("n1", 2)}, remaining={"a": 100.0})
+    for name in ("greedy", "andreas"):
+        plan = make_policy(name, seed=1).decide(snap)
+        assert {j: a.gpus for j, a in plan.items()} == {"a": 1, "b": 1}, name
+        plain = make_policy(name, seed=1, resize_max_load=0.0).decide(snap)
+        assert plain["a"].gpus == 2, name

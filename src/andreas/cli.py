@@ -95,7 +95,8 @@ def greedy_params(max_iterations: int, pi: float, alpha: float, beta: float,
                   extra_orders: str = "", milp_time_limit: float = 5.0,
                   plan_restart_s: float = 0.0, power_limits: bool = True,
                   pass_budget: int = 0, slack_guard: str = "0.5",
-                  config_energy: str = "marginal", hold: str = "0.1") -> dict:
+                  config_energy: str = "marginal", hold: str = "0.1",
+                  resize: str = "0.5") -> dict:
     if max_iterations < 1 or elite_size < 1:
         raise AndreasError("--max-iterations and --elite-size must be >= 1")
     for name, v in (("--pi", pi), ("--alpha", alpha), ("--beta", beta)):
@@ -127,7 +128,8 @@ def greedy_params(max_iterations: int, pi: float, alpha: float, beta: float,
                 elite_size=elite_size, score=score, order=order, extra_orders=extras,
                 milp_time_limit=milp_time_limit, plan_restart_s=plan_restart_s,
                 power_limits=power_limits, pass_budget=pass_budget, slack_guard=guard,
-                config_energy=config_energy, hold_share=share_or_off("--hold", hold))
+                config_energy=config_energy, hold_share=share_or_off("--hold", hold),
+                resize_max_load=share_or_off("--resize", resize) or 0.0)
 
 
 def share_or_off(option: str, text: str) -> float | None:
@@ -171,6 +173,10 @@ Hold = typer.Option("0.1", help="Greedy policies: while every job is placed, a j
                     "would run alone on a node waits, keeping this share of its run time as "
                     "slack: for GPUs to free on a powered node (offered load below 1), or for "
                     "company until its latest start (below 0.5); 'off' to disable.")
+Resize = typer.Option("0.5", help="Greedy policies: while no job waits and the offered load "
+                      "is below this, try other GPU counts for the chosen plan's jobs and "
+                      "repack nodes (fewest GPUs, jobs from slower nodes in the GPUs freed); "
+                      "'off' to disable.")
 ConfigEnergy = typer.Option("marginal", help="Greedy policies: give each job the on-time "
                             "configuration that adds the least energy to its node ('marginal') "
                             "or that costs least on a node of its own ('alone', the paper's).")
@@ -198,12 +204,13 @@ def simulate_cmd(
     milp_time_limit: float = MilpLimit, plan_restart_s: float = PlanRestart,
     power_limits: bool = PowerLimits, pass_budget: int = PassBudget,
     slack_guard: str = SlackGuard, config_energy: str = ConfigEnergy, hold: str = Hold,
+    resize: str = Resize,
 ) -> None:
     """Simulate one policy on one scenario and write its schedule and costs."""
     parse_policies(policy)
     params = greedy_params(max_iterations, pi, alpha, beta, elite_size, score, order,
                                 extra_orders, milp_time_limit, plan_restart_s, power_limits,
-                                pass_budget, slack_guard, config_energy, hold)
+                                pass_budget, slack_guard, config_energy, hold, resize)
     scenario = load_scenario(scenario_dir)
     with _progress() as bar:
         task = bar.add_task(f"{policy} on {scenario.name}", total=len(scenario.jobs))
@@ -299,13 +306,14 @@ def compare_cmd(
     milp_time_limit: float = MilpLimit, plan_restart_s: float = PlanRestart,
     power_limits: bool = PowerLimits, pass_budget: int = PassBudget,
     slack_guard: str = SlackGuard, config_energy: str = ConfigEnergy, hold: str = Hold,
+    resize: str = Resize,
 ) -> None:
     """Run several policies on the same scenarios and print a cost table with 95 % CIs."""
     names = parse_policies(policies)
     seed_list = parse_seeds(seeds)
     params = greedy_params(max_iterations, pi, alpha, beta, elite_size, score, order,
                                 extra_orders, milp_time_limit, plan_restart_s, power_limits,
-                                pass_budget, slack_guard, config_energy, hold)
+                                pass_budget, slack_guard, config_energy, hold, resize)
     if generate is not None:
         if scenario_dirs:
             raise AndreasError("give scenario directories or --generate, not both")
@@ -375,6 +383,7 @@ def sweep_cmd(
     milp_time_limit: float = MilpLimit, plan_restart_s: float = PlanRestart,
     power_limits: bool = PowerLimits, pass_budget: int = PassBudget,
     slack_guard: str = SlackGuard, config_energy: str = ConfigEnergy, hold: str = Hold,
+    resize: str = Resize,
 ) -> None:
     """Sweep node counts × λ × instances in the paper's style; resumable."""
     from .experiments.sweep import SweepConfig, read_rows, run_sweep, write_sweep_outputs
@@ -391,7 +400,7 @@ def sweep_cmd(
                          tuple(parse_seeds(seeds)), period,
                          greedy_params(max_iterations, pi, alpha, beta, elite_size, score, order,
                                 extra_orders, milp_time_limit, plan_restart_s, power_limits,
-                                pass_budget, slack_guard, config_energy, hold))
+                                pass_budget, slack_guard, config_energy, hold, resize))
     template = load_template(scenario)
     missing = len([k for k in config.keys() if k not in read_rows(out / "sweep.csv")])
     with _progress() as bar:

@@ -6,6 +6,8 @@ the cheapest configuration that meets its due date (else the fastest), packs bes
 idle GPUs of used nodes to the job that gains most when that lowers the plan's score. The
 Randomized Greedy repeats the pass with randomised order, configuration and node choices and
 keeps the best plans by score (`score`: the look-ahead by default, or the paper's proxy).
+On a quiet cluster the chosen plan is then resized (`resizing.py`), and `refine` may hold jobs
+back (`company.py`), defer them for cheaper hours and cap their GPUs' power.
 
 This module is the plain Python reference; `kernel.py` runs the same passes compiled.
 """
@@ -24,6 +26,7 @@ from .orderings import ORDERINGS
 from .power_limits import choose_power_limits
 from .pricing import defer_for_cheaper_hours
 from .planning import Candidate, PlanningContext
+from .resizing import RESIZE_EVALUATIONS, climb, resized
 from .scoring import SCORES
 
 Placed = list[tuple[int, Candidate] | None]
@@ -69,6 +72,10 @@ class GreedyParams:
     # (prices decide when jobs wait). None: off (the paper).
     hold_share: float | None = DEFAULT_SHARE
     hold_max_load: float = DEFAULT_MAX_LOAD
+    # Resize the chosen plan (resizing.py: other GPU counts, nodes repacked) when that lowers
+    # its score, only while no job waits and the offered load is below this (0: never). The
+    # moves spend slack, which near full load later arrivals need.
+    resize_max_load: float = DEFAULT_MAX_LOAD
 
     def __post_init__(self) -> None:
         if self.score not in SCORES:
@@ -82,8 +89,9 @@ class GreedyParams:
             raise AndreasError(f"slack_guard must be >= 0 or None, got {self.slack_guard}")
         if self.hold_share is not None and self.hold_share < 0:
             raise AndreasError(f"hold_share must be >= 0 or None, got {self.hold_share}")
-        if not self.hold_max_load >= 0:
-            raise AndreasError(f"hold_max_load must be >= 0, got {self.hold_max_load}")
+        for name in ("hold_max_load", "resize_max_load"):
+            if not getattr(self, name) >= 0:
+                raise AndreasError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.config_energy not in CONFIG_ENERGIES:
             raise AndreasError(f"unknown config_energy {self.config_energy!r}; expected "
                                f"{' or '.join(CONFIG_ENERGIES)}")
@@ -116,11 +124,31 @@ class RandomizedGreedy:
         ctx = PlanningContext(snapshot, self.params.plan_restart_s)
         best = self.elite(ctx, size=1)[0]
         guard = self.params.slack_guard
+        first = list(best.placed)
         if guard is not None and best.iteration != 0:
             first, first_score = self.deterministic_pass(ctx)
             if spends_needed_slack(ctx, first, list(best.placed), guard):
                 best = ScoredPlan(first_score, 0, tuple(first))
-        return refine(snapshot, ctx.to_plan(list(best.placed)), self.params, self.arrivals)
+        placed = list(best.placed)
+        if self.arrivals.offered_load(snapshot) < self.params.resize_max_load:
+            placed = self.resize(ctx, placed, best.score, first)
+        return refine(snapshot, ctx.to_plan(placed), self.params, self.arrivals)
+
+    def resize(self, ctx: PlanningContext, placed: Placed, cost: float,
+               first: Placed) -> Placed:
+        """`placed` improved by resize moves (resizing.py) under the policy's score, among
+        the plans the slack guard admits against the deterministic pass `first`."""
+        score, guard = SCORES[self.params.score], self.params.slack_guard
+        evaluations = 0
+
+        def scored(plan: Placed) -> float:
+            nonlocal evaluations
+            evaluations += 1
+            return score(ctx, plan)
+
+        return climb(placed, cost, lambda plan: resized(ctx, plan), scored,
+                     lambda plan: guard is None or not spends_needed_slack(ctx, first, plan, guard),
+                     lambda: evaluations < RESIZE_EVALUATIONS)[0]
 
     def deterministic_pass(self, ctx: PlanningContext) -> tuple[Placed, float]:
         """Iteration 0's plan (the `greedy` policy's) and its score."""
@@ -360,5 +388,5 @@ def andreas(**params: object) -> RandomizedGreedy:
 def andreas_paper(**params: object) -> RandomizedGreedy:
     params = {k: v for k, v in params.items() if k in GreedyParams.__dataclass_fields__}
     params.update(order="pressure", score="proxy", defer=False, power_limits=False,
-                  slack_guard=None, config_energy="alone", hold_share=None)
+                  slack_guard=None, config_energy="alone", hold_share=None, resize_max_load=0.0)
     return RandomizedGreedy("andreas-paper", GreedyParams(**params))  # type: ignore[arg-type]

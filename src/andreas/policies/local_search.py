@@ -8,17 +8,11 @@ neighbourhoods, every candidate judged by the look-ahead cost:
 2. a late job takes the place of a running job with low pressure, which waits;
 3. a waiting job with high pressure takes the place of a running job with lower pressure;
 
-and one resize neighbourhood:
+and, while no job waits and the offered load is below `resize_max_load`, the resize moves of
+`resizing.py`:
 
-4. a running job takes another GPU count on its node, or a node is repacked: its jobs on
-   their fewest GPUs that meet their due dates, the GPUs this frees taken by jobs from other
-   nodes. The greedy pass sizes each job as it places it, before the jobs after it are
-   placed: the first job on an empty TESLA node takes 2 GPUs (cheaper alone), and a later
-   one goes to a slow TURING node. Two jobs on two GPUs each can cost more than the same two
-   on one each (TESLA: 1040 W for 9,780 s against 700 W for 13,780 s), which no single
-   resize reaches. Only for plans that leave no job waiting, while the offered load is below
-   1: these moves save energy and spend slack, and under overload they cost more than they
-   saved (5 and 10 nodes at λ = 1000 and 2000).
+4. a running job takes another GPU count on its node, or a node is repacked (its jobs on
+   their fewest GPUs on time, jobs from other nodes in the GPUs freed).
 
 `andreas-pr` adds path relinking: from each elite plan towards each other one, jobs take the
 guiding plan's placement one at a time (jobs in the way wait), and the best plan on every path is
@@ -35,9 +29,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .base import Plan, Snapshot, register
-from .company import WAIT_MAX_LOAD, ArrivalLog
+from .company import ArrivalLog
 from .greedy import GreedyParams, RandomizedGreedy, refine, spends_needed_slack
 from .planning import Candidate, PlanningContext
+from .resizing import climb, resized
 from .scoring import SCORES
 
 Placed = list[tuple[int, Candidate] | None]
@@ -58,7 +53,7 @@ class LocalSearch:
     max_evaluations: int = 3000
     # plans the search may return (the slack guard's test against the deterministic pass)
     admissible: Callable[[Placed], bool] = field(default=lambda placed: True)
-    resizing: bool = True  # neighbourhood 4 (ImprovedGreedy: offered load below 1)
+    resizing: bool = True  # neighbourhood 4 (ImprovedGreedy: offered load below the limit)
     evaluations: int = field(default=0, init=False)
 
     def cost(self, placed: Placed) -> float:
@@ -91,56 +86,8 @@ class LocalSearch:
                     plan = self.take_place(placed, a, b)
                     if plan is not None:
                         yield plan
-        if waiting or not self.resizing:
-            return  # 4 saves energy: under a queue GPU time is worth more than that
-        for j in running:  # 4. another GPU count on its node, or a node repacked
-            yield from self.resize(placed, j)
-        for node in sorted({placed[j][0] for j in running}):
-            plan = self.repack(placed, node)
-            if plan is not None:
-                yield plan
-
-    def resize(self, placed: Placed, j: int):
-        """Plans in which job j runs on its node with another number of GPUs that fits."""
-        node, cur = placed[j]
-        room = self.ctx.free_after(placed)[node] + cur.gpus
-        for cand in self.ctx.cands[j]:
-            if (cand.gpu_type == cur.gpu_type and cand.gpus != cur.gpus
-                    and cand.gpus <= room):
-                plan = list(placed)
-                plan[j] = (node, self.ctx.as_placed(j, node, cand))
-                yield plan
-
-    def repack(self, placed: Placed, node: int) -> Placed | None:
-        """The plan with every job on `node` on its fewest GPUs that meet its due date (a late
-        job keeps its GPUs), and the GPUs this frees taken, in pressure order, by jobs waiting
-        or on other nodes (each on its fewest GPUs on time that fit); None if nothing
-        changes."""
-        ctx = self.ctx
-        kind = ctx.node_type[node]
-        plan = list(placed)
-
-        def fewest(j: int, room: int) -> Candidate | None:
-            return min((c for c in ctx.cands[j]
-                        if c.gpu_type == kind and c.gpus <= room and c.meets_due),
-                       key=lambda c: c.gpus, default=None)
-
-        for j, e in enumerate(placed):
-            if e is not None and e[0] == node:
-                cand = fewest(j, e[1].gpus)  # a late job keeps its GPUs
-                if cand is not None and cand.gpus < e[1].gpus:
-                    plan[j] = (node, ctx.as_placed(j, node, cand))
-        room = ctx.free_after(plan)[node]
-        for j in sorted(range(len(plan)), key=lambda j: ctx.pressure_rank[j]):
-            if room == 0:
-                break
-            if plan[j] is not None and plan[j][0] == node:
-                continue
-            cand = fewest(j, room)
-            if cand is not None:
-                plan[j] = (node, ctx.as_placed(j, node, cand))
-                room -= cand.gpus
-        return plan if plan != placed else None
+        if self.resizing:  # 4. another GPU count, or a node repacked
+            yield from resized(ctx, placed)
 
     def exchange(self, placed: Placed, a: int, b: int) -> Placed | None:
         na, ca = placed[a]
@@ -168,21 +115,9 @@ class LocalSearch:
 
     def improve(self, placed: Placed, cost: float | None = None) -> tuple[Placed, float]:
         """First-improvement hill climbing until no neighbour is cheaper or the budget ends."""
-        best = list(placed)
-        best_cost = self.cost(best) if cost is None else cost
-        improved = True
-        while improved and self.evaluations < self.max_evaluations:
-            improved = False
-            for plan in self.neighbours(best):
-                if not self.admissible(plan):
-                    continue
-                c = self.cost(plan)
-                if c < best_cost - 1e-12:
-                    best, best_cost, improved = plan, c, True
-                    break
-                if self.evaluations >= self.max_evaluations:
-                    break
-        return best, best_cost
+        return climb(list(placed), self.cost(placed) if cost is None else cost,
+                     self.neighbours, self.cost, self.admissible,
+                     lambda: self.evaluations < self.max_evaluations)
 
     def relink(self, start: Placed, guide: Placed) -> tuple[Placed, float]:
         """Walk from `start` towards `guide`, one job at a time, keeping the best plan seen."""
@@ -262,7 +197,7 @@ class ImprovedGreedy:
         if not snapshot.jobs:
             return {}
         ctx = PlanningContext(snapshot, self.params.plan_restart_s)
-        resizing = self.arrivals.offered_load(snapshot) < WAIT_MAX_LOAD
+        resizing = self.arrivals.offered_load(snapshot) < self.params.resize_max_load
         return refine(snapshot, ctx.to_plan(self.best(ctx, resizing)[0]), self.params,
                       self.arrivals)
 

@@ -1,0 +1,99 @@
+"""Resizing a chosen plan: other GPU counts for its jobs, or a node repacked.
+
+A greedy pass sizes each job as it places it, before the jobs after it are placed. The first
+job on an empty TESLA node takes 2 GPUs (700 W for a run 29 % shorter beats 530 W alone), so
+a later job goes to the slow TURING node (400 W for a run 2.6 × as long); and two jobs on two
+GPUs each (1040 W for 9,780 s) cost more than both on one (700 W for 13,780 s), which no
+single resize reaches. The moves here are:
+
+- a running job takes another GPU count on its node (`resizes`);
+- a node is repacked (`repack`): its jobs on their fewest GPUs that meet their due dates, the
+  GPUs this frees taken, in pressure order, by jobs waiting or on other nodes.
+
+They save energy by spending slack, and a look-ahead that does not know future arrivals
+cannot price that: near or above full load they cost more than they saved (measured in
+docs/beyond-the-paper.md). So the policies resize only plans that leave no job waiting, while
+the offered load is below `GreedyParams.resize_max_load`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+
+from .planning import Candidate, PlanningContext
+
+Placed = list[tuple[int, Candidate] | None]
+RESIZE_EVALUATIONS = 200  # plans scored per decision when `andreas` resizes its chosen plan
+
+
+def resized(ctx: PlanningContext, placed: Placed) -> Iterator[Placed]:
+    """Every plan one resize or one repack away from `placed`: none if a job waits."""
+    if any(e is None for e in placed):
+        return
+    for j in range(len(placed)):
+        yield from resizes(ctx, placed, j)
+    for node in sorted({e[0] for e in placed if e is not None}):
+        plan = repack(ctx, placed, node)
+        if plan is not None:
+            yield plan
+
+
+def resizes(ctx: PlanningContext, placed: Placed, j: int) -> Iterator[Placed]:
+    """Plans in which job j runs on its node with another number of GPUs that fits."""
+    node, cur = placed[j]
+    room = ctx.free_after(placed)[node] + cur.gpus
+    for cand in ctx.cands[j]:
+        if cand.gpu_type == cur.gpu_type and cand.gpus != cur.gpus and cand.gpus <= room:
+            plan = list(placed)
+            plan[j] = (node, ctx.as_placed(j, node, cand))
+            yield plan
+
+
+def repack(ctx: PlanningContext, placed: Placed, node: int) -> Placed | None:
+    """The plan with every job on `node` on its fewest GPUs that meet its due date (a late job
+    keeps its GPUs), and the GPUs this frees taken, in pressure order, by jobs waiting or on
+    other nodes (each on its fewest GPUs on time that fit); None if nothing changes."""
+    kind = ctx.node_type[node]
+    plan = list(placed)
+
+    def fewest(j: int, room: int) -> Candidate | None:
+        return min((c for c in ctx.cands[j]
+                    if c.gpu_type == kind and c.gpus <= room and c.meets_due),
+                   key=lambda c: c.gpus, default=None)
+
+    for j, e in enumerate(placed):
+        if e is not None and e[0] == node:
+            cand = fewest(j, e[1].gpus)
+            if cand is not None and cand.gpus < e[1].gpus:
+                plan[j] = (node, ctx.as_placed(j, node, cand))
+    room = ctx.free_after(plan)[node]
+    for j in sorted(range(len(plan)), key=lambda j: ctx.pressure_rank[j]):
+        if room == 0:
+            break
+        if plan[j] is not None and plan[j][0] == node:
+            continue
+        cand = fewest(j, room)
+        if cand is not None:
+            plan[j] = (node, ctx.as_placed(j, node, cand))
+            room -= cand.gpus
+    return plan if plan != placed else None
+
+
+def climb(placed: Placed, cost: float, neighbours: Callable[[Placed], Iterable[Placed]],
+          score: Callable[[Placed], float], admissible: Callable[[Placed], bool],
+          budget: Callable[[], bool]) -> tuple[Placed, float]:
+    """First-improvement hill climbing from `placed` (of `cost`) among admissible neighbours,
+    while `budget()` allows another evaluation."""
+    improved = True
+    while improved and budget():
+        improved = False
+        for plan in neighbours(placed):
+            if not admissible(plan):
+                continue
+            c = score(plan)
+            if c < cost - 1e-12:
+                placed, cost, improved = plan, c, True
+                break
+            if not budget():
+                break
+    return placed, cost

@@ -26,7 +26,7 @@ from .orderings import ORDERINGS
 from .power_limits import choose_power_limits
 from .pricing import defer_for_cheaper_hours
 from .planning import Candidate, PlanningContext
-from .resizing import RESIZE_EVALUATIONS, climb, resized
+from .resizing import climb, evaluation_budget, resized
 from .scoring import SCORES
 
 Placed = list[tuple[int, Candidate] | None]
@@ -139,16 +139,19 @@ class RandomizedGreedy:
         """`placed` improved by resize moves (resizing.py) under the policy's score, among
         the plans the slack guard admits against the deterministic pass `first`."""
         score, guard = SCORES[self.params.score], self.params.slack_guard
-        evaluations = 0
+        budget = evaluation_budget(len(placed), self.params.pass_budget)
+        evaluations = 0  # plans looked at (guard tests and scores each cost O(jobs))
 
         def scored(plan: Placed) -> float:
-            nonlocal evaluations
-            evaluations += 1
             return score(ctx, plan)
 
-        return climb(placed, cost, lambda plan: resized(ctx, plan), scored,
-                     lambda plan: guard is None or not spends_needed_slack(ctx, first, plan, guard),
-                     lambda: evaluations < RESIZE_EVALUATIONS)[0]
+        def admissible(plan: Placed) -> bool:
+            nonlocal evaluations
+            evaluations += 1
+            return guard is None or not spends_needed_slack(ctx, first, plan, guard)
+
+        return climb(placed, cost, lambda plan: resized(ctx, plan), scored, admissible,
+                     lambda: evaluations < budget)[0]
 
     def deterministic_pass(self, ctx: PlanningContext) -> tuple[Placed, float]:
         """Iteration 0's plan (the `greedy` policy's) and its score."""

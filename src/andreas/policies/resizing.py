@@ -23,25 +23,39 @@ from collections.abc import Callable, Iterable, Iterator
 from .planning import Candidate, PlanningContext
 
 Placed = list[tuple[int, Candidate] | None]
-RESIZE_EVALUATIONS = 200  # plans scored per decision when `andreas` resizes its chosen plan
+RESIZE_EVALUATIONS = 200  # plans looked at per decision when `andreas` resizes its plan
+RESIZE_JOB_SCORES = 20_000  # ... and at most this many jobs scored over those plans
+
+
+def evaluation_budget(jobs: int, pass_budget: int = 0) -> int:
+    """Plans to look at when resizing a plan of `jobs` jobs: each costs O(jobs), so long queues
+    (a trace replay) get fewer, and with a pass budget (job placements per decision) no more
+    than that budget's worth."""
+    budget = min(RESIZE_EVALUATIONS, RESIZE_JOB_SCORES // max(1, jobs))
+    if pass_budget:
+        budget = min(budget, pass_budget // max(1, jobs))
+    return max(1, budget)
 
 
 def resized(ctx: PlanningContext, placed: Placed) -> Iterator[Placed]:
     """Every plan one resize or one repack away from `placed`: none if a job waits."""
     if any(e is None for e in placed):
         return
+    free = ctx.free_after(placed)
     for j in range(len(placed)):
-        yield from resizes(ctx, placed, j)
+        yield from resizes(ctx, placed, j, free)
     for node in sorted({e[0] for e in placed if e is not None}):
         plan = repack(ctx, placed, node)
         if plan is not None:
             yield plan
 
 
-def resizes(ctx: PlanningContext, placed: Placed, j: int) -> Iterator[Placed]:
-    """Plans in which job j runs on its node with another number of GPUs that fits."""
+def resizes(ctx: PlanningContext, placed: Placed, j: int,
+            free: list[int] | None = None) -> Iterator[Placed]:
+    """Plans in which job j runs on its node with another number of GPUs that fits (`free`:
+    the free GPUs per node under `placed`, if known)."""
     node, cur = placed[j]
-    room = ctx.free_after(placed)[node] + cur.gpus
+    room = (ctx.free_after(placed) if free is None else free)[node] + cur.gpus
     for cand in ctx.cands[j]:
         if cand.gpu_type == cur.gpu_type and cand.gpus != cur.gpus and cand.gpus <= room:
             plan = list(placed)

@@ -97,17 +97,16 @@ def climb(placed: Placed, cost: float, neighbours: Callable[[Placed], Iterable[P
           score: Callable[[Placed], float], admissible: Callable[[Placed], bool],
           budget: Callable[[], bool]) -> tuple[Placed, float]:
     """First-improvement hill climbing from `placed` (of `cost`) among admissible neighbours,
-    while `budget()` allows another evaluation."""
+    while `budget()` allows another neighbour (asked after each one, admitted or not)."""
     improved = True
     while improved and budget():
         improved = False
         for plan in neighbours(placed):
-            if not admissible(plan):
-                continue
-            c = score(plan)
-            if c < cost - 1e-12:
-                placed, cost, improved = plan, c, True
-                break
+            if admissible(plan):
+                c = score(plan)
+                if c < cost - 1e-12:
+                    placed, cost, improved = plan, c, True
+                    break
             if not budget():
                 break
     return placed, cost

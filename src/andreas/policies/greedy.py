@@ -142,16 +142,13 @@ class RandomizedGreedy:
         budget = evaluation_budget(len(placed), self.params.pass_budget)
         evaluations = 0  # plans looked at (guard tests and scores each cost O(jobs))
 
-        def scored(plan: Placed) -> float:
-            return score(ctx, plan)
-
         def admissible(plan: Placed) -> bool:
             nonlocal evaluations
             evaluations += 1
             return guard is None or not spends_needed_slack(ctx, first, plan, guard)
 
-        return climb(placed, cost, lambda plan: resized(ctx, plan), scored, admissible,
-                     lambda: evaluations < budget)[0]
+        return climb(placed, cost, lambda plan: resized(ctx, plan),
+                     lambda plan: score(ctx, plan), admissible, lambda: evaluations < budget)[0]
 
     def deterministic_pass(self, ctx: PlanningContext) -> tuple[Placed, float]:
         """Iteration 0's plan (the `greedy` policy's) and its score."""

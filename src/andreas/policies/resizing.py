@@ -50,12 +50,11 @@ def resized(ctx: PlanningContext, placed: Placed) -> Iterator[Placed]:
             yield plan
 
 
-def resizes(ctx: PlanningContext, placed: Placed, j: int,
-            free: list[int] | None = None) -> Iterator[Placed]:
+def resizes(ctx: PlanningContext, placed: Placed, j: int, free: list[int]) -> Iterator[Placed]:
     """Plans in which job j runs on its node with another number of GPUs that fits (`free`:
-    the free GPUs per node under `placed`, if known)."""
+    the free GPUs per node under `placed`)."""
     node, cur = placed[j]
-    room = (ctx.free_after(placed) if free is None else free)[node] + cur.gpus
+    room = free[node] + cur.gpus
     for cand in ctx.cands[j]:
         if cand.gpu_type == cur.gpu_type and cand.gpus != cur.gpus and cand.gpus <= room:
             plan = list(placed)

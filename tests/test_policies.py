@@ -107,12 +107,13 @@ def test_randomized_greedy_never_worse_than_greedy_on_its_score(snap, seed, scor
 
     best = andreas_elite[0]  # (holding for company, a refinement after the choice, is off)
     plan = make_policy("andreas", seed=seed, max_iterations=50, score=score,
-                       hold_share=None).decide(snap)
+                       hold_share=None, resize_max_load=0.0).decide(snap)
     guarded = best.iteration != 0 and spends_needed_slack(
         ctx, list(greedy_best.placed), list(best.placed), 0.5)
     assert plan == ctx.to_plan(list((greedy_best if guarded else best).placed))
     unguarded = make_policy("andreas", seed=seed, max_iterations=50, score=score,
-                            slack_guard=None, hold_share=None).decide(snap)
+                            slack_guard=None, hold_share=None,
+                            resize_max_load=0.0).decide(snap)
     assert unguarded == ctx.to_plan(list(best.placed))
 
 

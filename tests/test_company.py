@@ -91,9 +91,12 @@ def test_a_job_alone_on_a_node_waits_for_gpus_to_free_on_a_powered_one():
     log = ArrivalLog()
     log.observe(snap(7200.0))
     assert log.offered_load(snap(7200.0)) == pytest.approx(2 / 4000 * 16000 / 3 / 3)
-    assert dict(refine(snap(7200.0), plan, GreedyParams(), log)) == dict(held)
+    # (the timeline of consolidate.py, which refine tries first, is off here: it would run b
+    # on n0 now and pause a, at the same energy)
+    alone = GreedyParams(consolidate_margin=None)
+    assert dict(refine(snap(7200.0), plan, alone, log)) == dict(held)
     log.seen = {"x": (3000.0, 5000.0), "y": (3500.0, 5000.0), "z": (3990.0, 5000.0)}
-    assert refine(snap(7200.0), plan, GreedyParams(), log) == plan
+    assert refine(snap(7200.0), plan, alone, log) == plan
 
 
 def test_a_job_another_waits_to_join_keeps_its_node():

@@ -96,7 +96,7 @@ def greedy_params(max_iterations: int, pi: float, alpha: float, beta: float,
                   plan_restart_s: float = 0.0, power_limits: bool = True,
                   pass_budget: int = 0, slack_guard: str = "0.5",
                   config_energy: str = "marginal", hold: str = "0.1",
-                  resize: str = "0.5") -> dict:
+                  resize: str = "0.5", consolidate: str = "0.02") -> dict:
     if max_iterations < 1 or elite_size < 1:
         raise AndreasError("--max-iterations and --elite-size must be >= 1")
     for name, v in (("--pi", pi), ("--alpha", alpha), ("--beta", beta)):
@@ -129,7 +129,8 @@ def greedy_params(max_iterations: int, pi: float, alpha: float, beta: float,
                 milp_time_limit=milp_time_limit, plan_restart_s=plan_restart_s,
                 power_limits=power_limits, pass_budget=pass_budget, slack_guard=guard,
                 config_energy=config_energy, hold_share=share_or_off("--hold", hold),
-                resize_max_load=share_or_off("--resize", resize) or 0.0)
+                resize_max_load=share_or_off("--resize", resize) or 0.0,
+                consolidate_margin=share_or_off("--consolidate", consolidate))
 
 
 def share_or_off(option: str, text: str) -> float | None:
@@ -177,6 +178,11 @@ Resize = typer.Option("0.5", help="Greedy policies: while no job waits and the o
                       "is below this, try other GPU counts for the chosen plan's jobs and "
                       "repack nodes (fewest GPUs, jobs from slower nodes in the GPUs freed); "
                       "'off' to disable.")
+Consolidate = typer.Option("0.02", help="Greedy policies: run the queue on fewer powered "
+                           "nodes or smaller configurations when a timeline of the known jobs "
+                           "keeps each in time, every end stretched by this share of the "
+                           "offered load x the time from now for arrivals; off with 'off' or "
+                           "--hold off.")
 ConfigEnergy = typer.Option("marginal", help="Greedy policies: give each job the on-time "
                             "configuration that adds the least energy to its node ('marginal') "
                             "or that costs least on a node of its own ('alone', the paper's).")
@@ -204,13 +210,14 @@ def simulate_cmd(
     milp_time_limit: float = MilpLimit, plan_restart_s: float = PlanRestart,
     power_limits: bool = PowerLimits, pass_budget: int = PassBudget,
     slack_guard: str = SlackGuard, config_energy: str = ConfigEnergy, hold: str = Hold,
-    resize: str = Resize,
+    resize: str = Resize, consolidate: str = Consolidate,
 ) -> None:
     """Simulate one policy on one scenario and write its schedule and costs."""
     parse_policies(policy)
     params = greedy_params(max_iterations, pi, alpha, beta, elite_size, score, order,
                                 extra_orders, milp_time_limit, plan_restart_s, power_limits,
-                                pass_budget, slack_guard, config_energy, hold, resize)
+                                pass_budget, slack_guard, config_energy, hold, resize,
+                                consolidate)
     scenario = load_scenario(scenario_dir)
     with _progress() as bar:
         task = bar.add_task(f"{policy} on {scenario.name}", total=len(scenario.jobs))
@@ -306,14 +313,15 @@ def compare_cmd(
     milp_time_limit: float = MilpLimit, plan_restart_s: float = PlanRestart,
     power_limits: bool = PowerLimits, pass_budget: int = PassBudget,
     slack_guard: str = SlackGuard, config_energy: str = ConfigEnergy, hold: str = Hold,
-    resize: str = Resize,
+    resize: str = Resize, consolidate: str = Consolidate,
 ) -> None:
     """Run several policies on the same scenarios and print a cost table with 95 % CIs."""
     names = parse_policies(policies)
     seed_list = parse_seeds(seeds)
     params = greedy_params(max_iterations, pi, alpha, beta, elite_size, score, order,
                                 extra_orders, milp_time_limit, plan_restart_s, power_limits,
-                                pass_budget, slack_guard, config_energy, hold, resize)
+                                pass_budget, slack_guard, config_energy, hold, resize,
+                                consolidate)
     if generate is not None:
         if scenario_dirs:
             raise AndreasError("give scenario directories or --generate, not both")
@@ -383,7 +391,7 @@ def sweep_cmd(
     milp_time_limit: float = MilpLimit, plan_restart_s: float = PlanRestart,
     power_limits: bool = PowerLimits, pass_budget: int = PassBudget,
     slack_guard: str = SlackGuard, config_energy: str = ConfigEnergy, hold: str = Hold,
-    resize: str = Resize,
+    resize: str = Resize, consolidate: str = Consolidate,
 ) -> None:
     """Sweep node counts × λ × instances in the paper's style; resumable."""
     from .experiments.sweep import SweepConfig, read_rows, run_sweep, write_sweep_outputs
@@ -400,7 +408,8 @@ def sweep_cmd(
                          tuple(parse_seeds(seeds)), period,
                          greedy_params(max_iterations, pi, alpha, beta, elite_size, score, order,
                                 extra_orders, milp_time_limit, plan_restart_s, power_limits,
-                                pass_budget, slack_guard, config_energy, hold, resize))
+                                pass_budget, slack_guard, config_energy, hold, resize,
+                                consolidate))
     template = load_template(scenario)
     missing = len([k for k in config.keys() if k not in read_rows(out / "sweep.csv")])
     with _progress() as bar:

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import AndreasError
 from .base import Plan, Snapshot, TimedPlan, register, revisit_at
+from .consolidate import ARRIVAL_MARGIN, consolidate
 from .company import (DEFAULT_MAX_LOAD, DEFAULT_SHARE, WAIT_MAX_LOAD, ArrivalLog,
                       hold_for_company, wait_for_a_powered_node)
 from .orderings import ORDERINGS
@@ -76,6 +77,11 @@ class GreedyParams:
     # its score, only while no job waits and the offered load is below this (0: never). The
     # moves spend slack, which near full load later arrivals need.
     resize_max_load: float = DEFAULT_MAX_LOAD
+    # Run the queue on fewer powered nodes or smaller configurations when a timeline of the
+    # known jobs keeps each in time, its ends stretched by this share of the offered load x
+    # the time from now, for the work that arrives meanwhile (consolidate.py). Only with
+    # hold_share set and one price. None: off (the paper).
+    consolidate_margin: float | None = ARRIVAL_MARGIN
 
     def __post_init__(self) -> None:
         if self.score not in SCORES:
@@ -89,6 +95,9 @@ class GreedyParams:
             raise AndreasError(f"slack_guard must be >= 0 or None, got {self.slack_guard}")
         if self.hold_share is not None and self.hold_share < 0:
             raise AndreasError(f"hold_share must be >= 0 or None, got {self.hold_share}")
+        if self.consolidate_margin is not None and not self.consolidate_margin >= 0:
+            raise AndreasError(f"consolidate_margin must be >= 0 or None, got "
+                               f"{self.consolidate_margin}")
         for name in ("hold_max_load", "resize_max_load"):
             if not getattr(self, name) >= 0:
                 raise AndreasError(f"{name} must be >= 0, got {getattr(self, name)}")
@@ -345,20 +354,26 @@ def spends_needed_slack(ctx: PlanningContext, base: Placed, other: Placed,
 
 
 def refine(snapshot: Snapshot, plan: Plan, params: GreedyParams, arrivals: ArrivalLog) -> Plan:
-    """The decisions taken on a placed plan: hold jobs rather than power a node for one alone,
-    until GPUs free on a powered node or for company (one price: with a tariff, when a job
-    waits is the price's to decide), or wait for cheaper hours; then GPU power limits."""
+    """The decisions taken on a chosen plan: run the queue on fewer powered nodes or smaller
+    configurations when a timeline of the known jobs keeps them in time, hold jobs rather than
+    power a node for one alone, until GPUs free on a powered node or for company (one price:
+    with a tariff, when a job waits is the price's to decide), or wait for cheaper hours; then
+    GPU power limits."""
     wakes = []
-    if (params.hold_share is not None and snapshot.cluster.tariff is None
-            and len(plan) == len(snapshot.jobs)):
+    if params.hold_share is not None and snapshot.cluster.tariff is None:
         load = arrivals.offered_load(snapshot)
         awaited: set[str] = set()
-        if load < WAIT_MAX_LOAD:
-            plan, awaited = wait_for_a_powered_node(snapshot, plan, share=params.hold_share)
+        if params.consolidate_margin is not None:
+            plan, awaited = consolidate(snapshot, plan, share=params.hold_share,
+                                        guard=params.slack_guard, load=load,
+                                        margin=params.consolidate_margin)
+        if len(plan) == len(snapshot.jobs):
+            if load < WAIT_MAX_LOAD and not awaited:
+                plan, awaited = wait_for_a_powered_node(snapshot, plan, share=params.hold_share)
+                wakes.append(revisit_at(plan))
+            plan = hold_for_company(snapshot, plan, share=params.hold_share, load=load,
+                                    max_load=params.hold_max_load, awaited=awaited)
             wakes.append(revisit_at(plan))
-        plan = hold_for_company(snapshot, plan, share=params.hold_share, load=load,
-                                max_load=params.hold_max_load, awaited=awaited)
-        wakes.append(revisit_at(plan))
     revisit = min((w for w in wakes if w is not None), default=None)
     if params.defer and snapshot.cluster.tariff is not None:
         plan = defer_for_cheaper_hours(snapshot, plan)
@@ -388,5 +403,6 @@ def andreas(**params: object) -> RandomizedGreedy:
 def andreas_paper(**params: object) -> RandomizedGreedy:
     params = {k: v for k, v in params.items() if k in GreedyParams.__dataclass_fields__}
     params.update(order="pressure", score="proxy", defer=False, power_limits=False,
-                  slack_guard=None, config_energy="alone", hold_share=None, resize_max_load=0.0)
+                  slack_guard=None, config_energy="alone", hold_share=None, resize_max_load=0.0,
+                  consolidate_margin=None)
     return RandomizedGreedy("andreas-paper", GreedyParams(**params))  # type: ignore[arg-type]

@@ -1,0 +1,93 @@
+"""Running the queue on fewer powered nodes when a timeline of the known jobs keeps each in
+time (policies/consolidate.py): the decision by hand, its hedges (unknown load, the arrival
+margin, the slack a job keeps), and a whole simulation by hand."""
+
+import math
+
+import pytest
+
+from andreas.policies import make_policy
+from andreas.policies.base import Assignment
+from andreas.policies.consolidate import consolidate, node_energy
+from andreas.policies.greedy import GreedyParams
+from andreas.sim.engine import simulate
+from helpers import cluster, job, scenario, snapshot
+
+# n0: type A, 2 GPUs, 300 W with one busy, 400 W with two; n1: type B, 1 GPU, 500 W and half
+# as fast (10 and 20 s per epoch).
+TWO_TYPES = cluster([("n0", "A", 2), ("n1", "B", 1)], {"A": [300, 400], "B": [500]})
+PROFILES = {"p": {("A", 1): 10.0, ("B", 1): 20.0}}
+
+
+def _snap(b_due=3500.0, a_due=1e9, c_due=1e9):
+    # At 500: a (50 epochs left) and c (550) run on n0; b (100 epochs) has just arrived.
+    sc = scenario(TWO_TYPES, PROFILES, [job("a", due=a_due, epochs=100.0),
+                                        job("c", due=c_due, epochs=600.0),
+                                        job("b", submit=500.0, due=b_due, epochs=100.0)])
+    return snapshot(sc, now=500.0, running={"a": ("n0", 1), "c": ("n0", 1)},
+                    remaining={"a": 50.0, "c": 550.0})
+
+
+# What the greedy pass plans then: b and c on n0, a moved alone to the slow n1.
+PLAN = {"b": Assignment("n0", 1), "c": Assignment("n0", 1), "a": Assignment("n1", 1)}
+
+
+def test_node_energy_by_hand():
+    kind = TWO_TYPES.gpu_types["A"]
+    # b (1000 s) and c (5500 s) from now: 400 W x 1000 s, then 300 W x 4500 s
+    assert node_energy(kind, [(1000.0, 1), (5500.0, 1)]) == pytest.approx(400e3 + 1350e3)
+
+
+def test_a_job_with_slack_pauses_rather_than_power_a_slow_node():
+    # The plan: n0 400 W x 1000 s + 300 W x 4500 s, n1 500 W x 1000 s = 2.25 MJ. On n0 alone,
+    # in order of latest start (b 2500, c and a ~1e9): b and c run, a waits; at 1500 a joins
+    # c for its 500 s; c alone until 6000: 400 x 1500 + 300 x 4000 = 1.8 MJ, b ends at 1500
+    # as planned and a (no due date to speak of) at 2000.
+    out, awaited = consolidate(_snap(), PLAN, share=0.1, guard=0.5, load=0.5)
+    assert out == {"b": PLAN["b"], "c": PLAN["c"]} and awaited == {"n0"}
+    # the timeline on both nodes puts a on n1 when n0 is full: the plan's 2.25 MJ, no gain
+    assert consolidate(_snap(), {"b": PLAN["b"], "c": PLAN["c"]}, share=0.1, guard=0.5,
+                       load=0.5) == ({"b": PLAN["b"], "c": PLAN["c"]}, set())
+
+
+def test_nothing_changes_while_the_load_is_unknown_or_arrivals_would_take_the_slack():
+    assert consolidate(_snap(), PLAN, share=0.1, guard=0.5, load=math.inf) == (PLAN, set())
+    # b must end by max(its planned 1500, 3500 - max(0.1, min(2000 s of slack, 0.5)) x 1000)
+    # = 3000; on n0 alone (2 of 3 GPUs) its end 1500 is stretched by 0.02 x load x 3/2 x 1000
+    # s: in time up to load 50, not at 60
+    assert "a" not in consolidate(_snap(), PLAN, share=0.1, guard=0.5, load=49.0)[0]
+    assert consolidate(_snap(), PLAN, share=0.1, guard=0.5, load=60.0) == (PLAN, set())
+
+
+def test_a_job_ends_later_than_planned_only_with_slack_to_spare():
+    # b due at 1700 and c at 6100 end as planned (1500, 6000) only if they run now, so on n0
+    # alone a waits and ends at 2000. Planned to end at 1500 on n1 with 700 s of slack (due
+    # 2200), a may end later only keeping max(0.1, min(700 s, guard x 500 s)) of it: with the
+    # guard at 0.5, 250 s, so by 1950: the plan stands. Without the guard, 50 s: by 2150, and
+    # a pauses. (Load 0: no arrival margin.)
+    snap = _snap(b_due=1700.0, a_due=2200.0, c_due=6100.0)
+    assert consolidate(snap, PLAN, share=0.1, guard=0.5, load=0.0) == (PLAN, set())
+    out, awaited = consolidate(snap, PLAN, share=0.1, guard=None, load=0.0)
+    assert out == {"b": PLAN["b"], "c": PLAN["c"]} and awaited == {"n0"}
+
+
+def test_simulator_pauses_the_job_with_slack_by_hand():
+    # c and a start on n0 at 0 (two arrivals at once: the load is unknown, nothing changes);
+    # b arrives at 500 (load 2 / 500 s x 2667 s / 3 GPUs = 3.6: stretch 0.11, b still in time).
+    # With the timeline: b and c share n0 until 1500, a rejoins c until 2000, c alone until
+    # 6000: 400 x 2000 + 300 x 4000 J. Without it the greedy pass moves a to n1 at 500:
+    # 400 x 1500 + 500 x 1000 + 300 x 4500 J.
+    sc = scenario(TWO_TYPES, PROFILES, [job("a", epochs=100.0), job("c", epochs=600.0),
+                                        job("b", submit=500.0, due=3500.0, epochs=100.0)])
+    on = simulate(sc, make_policy("greedy"))
+    off = simulate(sc, make_policy("greedy", consolidate_margin=None))
+    assert on.energy_joules == pytest.approx(400 * 2000 + 300 * 4000)
+    assert off.energy_joules == pytest.approx(400 * 1500 + 500 * 1000 + 300 * 4500)
+    ends = {r.job_id: r.completion_time for r in on.jobs}
+    assert ends == pytest.approx({"a": 2000.0, "b": 1500.0, "c": 6000.0})
+    assert on.summary["tardiness_cost"] == 0.0
+
+
+def test_consolidate_margin_is_checked():
+    with pytest.raises(Exception, match="consolidate_margin"):
+        GreedyParams(consolidate_margin=-1.0)

@@ -91,3 +91,13 @@ def test_simulator_pauses_the_job_with_slack_by_hand():
 def test_consolidate_margin_is_checked():
     with pytest.raises(Exception, match="consolidate_margin"):
         GreedyParams(consolidate_margin=-1.0)
+
+
+def test_no_timeline_beyond_the_work_budget(monkeypatch):
+    # 3 jobs² × 2 nodes = 18 steps for the plan's own nodes, 9 more without n1
+    import andreas.policies.consolidate as module
+
+    monkeypatch.setattr(module, "WORK_BUDGET", 17)
+    assert consolidate(_snap(), PLAN, share=0.1, guard=0.5, load=0.5) == (PLAN, set())
+    monkeypatch.setattr(module, "WORK_BUDGET", 27)
+    assert "a" not in consolidate(_snap(), PLAN, share=0.1, guard=0.5, load=0.5)[0]

@@ -18,10 +18,11 @@ pause, shrink or wait for GPUs of a powered node, and the dropped nodes switch o
 
 "In time" is where the bet on no arrivals is hedged. A job may end later than under the plan
 only if it keeps `share` × its run time of slack and at least min(its slack under the plan,
-`guard` × its run time), the greedy's slack guard. And each end is stretched by
-`ARRIVAL_MARGIN` × the offered load on the nodes kept × the time from now, for the work that
-will arrive meanwhile: without it, under overload (5 nodes, λ = 2000) jobs the timeline paused
-ended late once more jobs came (+4 to +9 % there). With the load unknown nothing is changed.
+`guard` × its run time), the greedy's slack guard. And each end is stretched by `margin` (0.02)
+× the offered load on the nodes kept × the time from now, for the work that will arrive
+meanwhile, so a job with no slack to spare must end earlier than under the plan. Without these
+hedges jobs the timeline paused under overload ended late once more jobs came (5 nodes,
+λ = 2000: +15 to +49 %; docs/beyond-the-paper.md). With the load unknown nothing changes.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ from .base import Assignment, JobView, Plan, Snapshot
 
 EPS = 1e-9
 ARRIVAL_MARGIN = 0.02  # share of the arriving work (offered load) that stretches each end
+# Timelines tried per decision, in (jobs)² × nodes, about what one costs: a whole paper
+# instance (10 nodes, up to ~50 jobs in view) stays well inside, a trace replay on hundreds of
+# nodes does not try (a long queue leaves little to consolidate anyway).
+WORK_BUDGET = 500_000
 
 Runs = list[tuple[float, int]]  # (end, busy GPUs) of the jobs a node runs from now
 
@@ -178,7 +183,8 @@ def consolidate(snapshot: Snapshot, plan: Plan, *, share: float, guard: float | 
                 load: float, margin: float = ARRIVAL_MARGIN) -> tuple[Plan, set[str]]:
     """`plan`, or the first step of the cheapest timeline that keeps every job in time (see the
     module's docstring); and the nodes that jobs wait to run on. `load`: the offered load (inf
-    while unknown: `plan` is kept); `margin`: the share of it that stretches each end. Not for clusters whose nodes stay powered when idle."""
+    while unknown: `plan` is kept); `margin`: the share of it that stretches each end. Not for
+    nodes that stay powered when idle (the plan is kept)."""
     now = snapshot.time
     cluster = snapshot.cluster
     types = cluster.gpu_types
@@ -235,8 +241,12 @@ def consolidate(snapshot: Snapshot, plan: Plan, *, share: float, guard: float | 
 
     keep = list(used)
     best: tuple[dict[str, Assignment], set[str]] | None = None
+    work = 0
     for drop in [None, *sorted(used, key=lambda n: (-density[n], n))]:
         subset = [by_name[n] for n in keep if n != drop]
+        work += len(snapshot.jobs) ** 2 * len(subset)
+        if work > WORK_BUDGET:
+            break
         tasks = tasks_on(subset) if subset else None
         if not tasks:
             continue

@@ -81,6 +81,9 @@ def test_simulator_pauses_the_job_with_slack_by_hand():
                                         job("b", submit=500.0, due=3500.0, epochs=100.0)])
     on = simulate(sc, make_policy("greedy"))
     off = simulate(sc, make_policy("greedy", consolidate_margin=None))
+    # a pass budget (long queues, trace replays) turns the timeline off too
+    budgeted = simulate(sc, make_policy("greedy", pass_budget=1000))
+    assert budgeted.energy_joules == pytest.approx(off.energy_joules)
     assert on.energy_joules == pytest.approx(400 * 2000 + 300 * 4000)
     assert off.energy_joules == pytest.approx(400 * 1500 + 500 * 1000 + 300 * 4500)
     ends = {r.job_id: r.completion_time for r in on.jobs}

@@ -181,8 +181,8 @@ Resize = typer.Option("0.5", help="Greedy policies: while no job waits and the o
 Consolidate = typer.Option("0.02", help="Greedy policies: run the queue on fewer powered "
                            "nodes or smaller configurations when a timeline of the known jobs "
                            "keeps each in time, every end stretched by this share of the "
-                           "offered load x the time from now for arrivals; off with 'off' or "
-                           "--hold off.")
+                           "offered load x the time from now for arrivals; off with 'off', "
+                           "--hold off or a --pass-budget.")
 ConfigEnergy = typer.Option("marginal", help="Greedy policies: give each job the on-time "
                             "configuration that adds the least energy to its node ('marginal') "
                             "or that costs least on a node of its own ('alone', the paper's).")

@@ -6,8 +6,9 @@ the cheapest configuration that meets its due date (else the fastest), packs bes
 idle GPUs of used nodes to the job that gains most when that lowers the plan's score. The
 Randomized Greedy repeats the pass with randomised order, configuration and node choices and
 keeps the best plans by score (`score`: the look-ahead by default, or the paper's proxy).
-On a quiet cluster the chosen plan is then resized (`resizing.py`), and `refine` may hold jobs
-back (`company.py`), defer them for cheaper hours and cap their GPUs' power.
+On a quiet cluster the chosen plan is then resized (`resizing.py`), and `refine` may replace
+it by the first step of a timeline of the known jobs on fewer powered nodes (`consolidate.py`),
+hold jobs back (`company.py`), defer them for cheaper hours and cap their GPUs' power.
 
 This module is the plain Python reference; `kernel.py` runs the same passes compiled.
 """

@@ -35,9 +35,10 @@ from .base import Assignment, JobView, Plan, Snapshot
 
 EPS = 1e-9
 ARRIVAL_MARGIN = 0.02  # share of the arriving work (offered load) that stretches each end
-# Timelines tried per decision, in (jobs)² × nodes, about what one costs: a whole paper
-# instance (10 nodes, up to ~50 jobs in view) stays well inside, a trace replay on hundreds of
-# nodes does not try (a long queue leaves little to consolidate anyway).
+# Timelines tried per decision, counted in (jobs in view)² × nodes, about the placement steps
+# one takes: a paper instance (10 nodes, up to ~50 jobs in view) stays inside; a 501-job queue
+# on 50 nodes tries none (a long queue leaves little to consolidate anyway). With a pass budget
+# (trace replays) refine does not call this at all.
 WORK_BUDGET = 500_000
 
 Runs = list[tuple[float, int]]  # (end, busy GPUs) of the jobs a node runs from now

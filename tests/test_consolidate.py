@@ -92,7 +92,9 @@ def test_simulator_pauses_the_job_with_slack_by_hand():
 
 
 def test_consolidate_margin_is_checked():
-    with pytest.raises(Exception, match="consolidate_margin"):
+    from andreas.errors import AndreasError
+
+    with pytest.raises(AndreasError, match="consolidate_margin"):
         GreedyParams(consolidate_margin=-1.0)
 
 

@@ -85,7 +85,7 @@ from hypothesis import strategies as st  # noqa: E402
 @settings(max_examples=25, deadline=None)
 @given(st.integers(2, 6), st.sampled_from([1500.0, 3000.0, 8000.0]), st.integers(1, 50),
        st.sampled_from([0.0, 90.0]), st.sampled_from(["lookahead", "proxy"]),
-       st.sampled_from([(), ("wspt", "atc")]), st.sampled_from(["marginal", "alone"]))
+       st.sampled_from([(), ("wspt", "atc")]), st.sampled_from(["marginal", "filled", "alone"]))
 def test_fast_and_plain_randomized_greedy_agree(nodes, lam, seed, overhead, score, extra,
                                                config_energy):
     from dataclasses import replace
@@ -273,6 +273,40 @@ def test_a_pass_picks_the_configuration_that_adds_least_energy_to_its_node():
     assert PlanningContext(snapshot(late)).place(0, [3], marginal=True)[1].gpus == 2
 
 
+def test_filled_price_counts_the_jobs_still_to_place_that_could_join_the_node():
+    # the same node and profile; three waiting jobs of 100 epochs
+    power = {"G": [530, 700, 870, 1040]}
+    profile = {"p": {("G", 1): 10.0, ("G", 2): 7.0}}
+    sc = scenario(cluster([("n1", "G", 4)], power), profile,
+                  [job(k, epochs=100.0) for k in "abc"])
+    ctx = PlanningContext(snapshot(sc))
+    # first of three on the empty node, priced as if the other two joined it (2 GPUs busy):
+    # 1 GPU adds 870 - 700 = 170 W x 1000 s, 2 GPUs 1040 - 700 = 340 W x 700 s
+    assert ctx.added_energy(0, 4, 1, 1000.0, 2) == pytest.approx(170_000)
+    assert ctx.added_energy(0, 4, 2, 700.0, 2) == pytest.approx(238_000)
+    # never more busy GPUs than the node holds: with 3 to come, 2 GPUs are priced on 2 busy
+    assert ctx.added_energy(0, 4, 2, 700.0, 3) == pytest.approx(238_000)
+    for name, gpus in (("marginal", [2, 1, 1]), ("filled", [1, 1, 1])):
+        policy = make_policy("greedy", config_energy=name)
+        placed = policy.build(ctx, [0, 1, 2])
+        assert [e[1].gpus for e in placed] == gpus, name
+        # the whole decision (compiled passes and post-processing): marginal runs a on 2 GPUs,
+        # 1040 W x 700 s + 700 W x 300 s = 938 kJ; filled all three on one, 870 W x 1000 s
+        plan = policy.decide(snapshot(sc))
+        assert sorted(a.gpus for a in plan.values()) == sorted(gpus), name
+
+    # jobs running on another node cannot join this one; those running here and waiting can
+    from andreas.policies.planning import JobsToCome
+    two = scenario(cluster([("n1", "G", 4), ("n2", "G", 4)], power), profile,
+                   [job(k, epochs=100.0) for k in "abcd"])
+    ctx = PlanningContext(snapshot(two, running={"a": ("n1", 1), "b": ("n2", 1)}))
+    to_come = JobsToCome.of(ctx)
+    assert (to_come.waiting, to_come.on_node) == (2, [1, 1])
+    to_come.remove(ctx.current[0])  # a is placed
+    to_come.remove(None)  # c is placed
+    assert (to_come.joining(0), to_come.joining(1)) == (1, 2)
+
+
 def test_local_search_repacks_a_node_with_its_jobs_on_their_fewest_gpus():
     # The TESLA table again (530/700/870/1040 W), 100 epochs each: 1000 s on 1 GPU, 700 s on 2.
     # a and b on 2 GPUs each: 1040 W x 700 s = 728 kJ. Resizing one of them alone costs more
@@ -333,13 +367,19 @@ def test_andreas_resizes_its_chosen_plan_on_a_quiet_cluster():
                   {"p": {("G", 1): 10.0, ("G", 2): 7.0}},
                   [job("a", epochs=100.0), job("b", submit=1000.0, epochs=100.0)])
     snap = snapshot(sc, now=1000.0, running={"a": ("n1", 2)}, remaining={"a": 100.0})
+    # (the pass's price as the node is now: the default, "filled", prices a as if b joined
+    # its node and gives it 1 GPU in the pass itself)
+    marginal = {"config_energy": "marginal"}
     for name in ("greedy", "andreas"):
-        plan = make_policy(name, seed=1).decide(snap)
+        plan = make_policy(name, seed=1, **marginal).decide(snap)
         assert {j: a.gpus for j, a in plan.items()} == {"a": 1, "b": 1}, name
-        plain = make_policy(name, seed=1, resize_max_load=0.0,
-                            consolidate_margin=None).decide(snap)
+        plain = make_policy(name, seed=1, resize_max_load=0.0, consolidate_margin=None,
+                            **marginal).decide(snap)
         assert plain["a"].gpus == 2, name
         # the timeline of consolidate.py (both on their least-energy configuration) finds
         # the same plan without the resize moves
-        timed = make_policy(name, seed=1, resize_max_load=0.0).decide(snap)
+        timed = make_policy(name, seed=1, resize_max_load=0.0, **marginal).decide(snap)
         assert {j: a.gpus for j, a in timed.items()} == {"a": 1, "b": 1}, name
+        filled = make_policy(name, seed=1, resize_max_load=0.0,
+                             consolidate_margin=None).decide(snap)
+        assert {j: a.gpus for j, a in filled.items()} == {"a": 1, "b": 1}, name

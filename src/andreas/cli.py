@@ -95,7 +95,7 @@ def greedy_params(max_iterations: int, pi: float, alpha: float, beta: float,
                   extra_orders: str = "", milp_time_limit: float = 5.0,
                   plan_restart_s: float = 0.0, power_limits: bool = True,
                   pass_budget: int = 0, slack_guard: str = "0.5",
-                  config_energy: str = "marginal", hold: str = "0.1",
+                  config_energy: str = "filled", hold: str = "0.1",
                   resize: str = "0.5", consolidate: str = "0.02") -> dict:
     if max_iterations < 1 or elite_size < 1:
         raise AndreasError("--max-iterations and --elite-size must be >= 1")
@@ -122,7 +122,7 @@ def greedy_params(max_iterations: int, pi: float, alpha: float, beta: float,
     from .policies.greedy import CONFIG_ENERGIES
 
     if config_energy not in CONFIG_ENERGIES:
-        raise AndreasError(f"--config-energy: expected {' or '.join(CONFIG_ENERGIES)}, got "
+        raise AndreasError(f"--config-energy: expected one of {', '.join(CONFIG_ENERGIES)}, got "
                            f"{config_energy!r}")
     return dict(max_iterations=max_iterations, pi=pi, alpha=alpha, beta=beta,
                 elite_size=elite_size, score=score, order=order, extra_orders=extras,
@@ -183,9 +183,11 @@ Consolidate = typer.Option("0.02", help="Greedy policies: run the queue on fewer
                            "keeps each in time, every end stretched by this share of the "
                            "offered load x the time from now for arrivals; off with 'off', "
                            "--hold off or a --pass-budget.")
-ConfigEnergy = typer.Option("marginal", help="Greedy policies: give each job the on-time "
-                            "configuration that adds the least energy to its node ('marginal') "
-                            "or that costs least on a node of its own ('alone', the paper's).")
+ConfigEnergy = typer.Option("filled", help="Greedy policies: give each job the on-time "
+                            "configuration that adds the least energy to its node, priced as "
+                            "if the jobs still to place that could join the node did "
+                            "('filled'), or as the node is now ('marginal'), or that costs "
+                            "least on a node of its own ('alone', the paper's).")
 Period = typer.Option(None, help="Also reschedule every PERIOD simulated seconds.")
 PeriodOnly = typer.Option(False, "--period-only", help="Reschedule only every --period "
                           "seconds (rounds, as Gavel does), not at each arrival and "

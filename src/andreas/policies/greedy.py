@@ -27,12 +27,12 @@ from .company import (DEFAULT_MAX_LOAD, DEFAULT_SHARE, WAIT_MAX_LOAD, ArrivalLog
 from .orderings import ORDERINGS
 from .power_limits import choose_power_limits
 from .pricing import defer_for_cheaper_hours
-from .planning import Candidate, PlanningContext
+from .planning import Candidate, JobsToCome, PlanningContext
 from .resizing import climb, evaluation_budget, resized
 from .scoring import SCORES
 
 Placed = list[tuple[int, Candidate] | None]
-CONFIG_ENERGIES = ("marginal", "alone")  # GreedyParams.config_energy
+CONFIG_ENERGIES = ("marginal", "filled", "alone")  # GreedyParams.config_energy
 
 
 @dataclass(frozen=True)
@@ -64,10 +64,11 @@ class GreedyParams:
     # (spends_needed_slack). The look-ahead ignores future arrivals, so plans that spend slack
     # look cheaper than they are. None: off (the paper).
     slack_guard: float | None = 0.5
-    # How a pass picks among a job's on-time configurations: "marginal", the least energy added
-    # to the node it lands on (PlanningContext.place); "alone", the paper's, the least energy
-    # on a node of its own.
-    config_energy: str = "marginal"
+    # How a pass picks among a job's on-time configurations: "filled", the least energy added
+    # to the node it lands on, as if the jobs still to place that could join the node (those
+    # waiting and those running there) did; "marginal", added to the node as it is now
+    # (PlanningContext.place); "alone", the paper's, the least energy on a node of its own.
+    config_energy: str = "filled"
     # Hold a job the plan would run alone on a node, keeping this share of its run time of
     # slack: until GPUs free on a node the plan keeps powered (offered load below 1), or, below
     # hold_max_load, for a later arrival to share its node (company.py). Not with a tariff
@@ -105,8 +106,8 @@ class GreedyParams:
             if not getattr(self, name) >= 0:
                 raise AndreasError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.config_energy not in CONFIG_ENERGIES:
-            raise AndreasError(f"unknown config_energy {self.config_energy!r}; expected "
-                               f"{' or '.join(CONFIG_ENERGIES)}")
+            raise AndreasError(f"unknown config_energy {self.config_energy!r}; expected one "
+                               f"of {', '.join(CONFIG_ENERGIES)}")
         if self.impl not in ("fast", "plain"):
             raise AndreasError(f"unknown implementation {self.impl!r}; expected fast or plain")
         for order in (self.order, *self.extra_orders):
@@ -216,8 +217,8 @@ class RandomizedGreedy:
             k.nc, k.home, k.home_g, k.due, k.weight, k.wait_penalty, k.pressure_rank,
             k.node_type, k.node_cap, k.power, k.type_capacity, float(ctx.now),
             float(ctx.eur_per_joule), ctx.overhead > 0, p.pi, p.alpha, p.beta,
-            p.score == "lookahead", k.meets, p.config_energy == "marginal", k.type_nodes,
-            k.type_start)
+            p.score == "lookahead", k.meets, p.config_energy != "alone",
+            p.config_energy == "filled", k.type_nodes, k.type_start)
         rows = np.arange(len(ctx.job_ids))
         pre_gpus = np.where(pre_cand >= 0, k.cg[rows, np.maximum(pre_cand, 0)], -1)
         seen: set[bytes] = set()
@@ -275,13 +276,16 @@ class RandomizedGreedy:
               u_node: np.ndarray | None = None) -> Placed:
         free = list(ctx.node_cap)
         placed: Placed = [None] * len(ctx.job_ids)
-        marginal = self.params.config_energy == "marginal"
+        marginal = self.params.config_energy != "alone"
+        fill = JobsToCome.of(ctx) if self.params.config_energy == "filled" else None
         for j in order:
+            if fill is not None:
+                fill.remove(ctx.current[j])
             if u_config is None:
-                placed[j] = ctx.place(j, free, marginal=marginal)
+                placed[j] = ctx.place(j, free, marginal=marginal, fill=fill)
             else:
                 placed[j] = ctx.place(j, free, float(u_config[j]), float(u_node[j]),
-                                      self.params.alpha, self.params.beta, marginal)
+                                      self.params.alpha, self.params.beta, marginal, fill)
         return placed
 
     @staticmethod

@@ -328,7 +328,7 @@ def _score(use_lookahead, pn, pc, pm, P_ct, P_cg, P_ctime, P_mtime, P_cen, nc, w
 def run_iterations(starts, U, ct, cg, ctime, cen, cmov, mtime, nc, home, home_g, due, weight,
                    wait_penalty, pressure_rank, node_type, node_cap, power, type_capacity,
                    now, eur, overhead_pos, pi, alpha, beta, use_lookahead, meets, marginal,
-                   type_nodes, type_start):
+                   filled, type_nodes, type_start):
     """Every pass of one decision. Returns the placements before post-processing (for
     de-duplication), after it, and each pass's score."""
     S, J = starts.shape
@@ -366,12 +366,25 @@ def run_iterations(starts, U, ct, cg, ctime, cen, cmov, mtime, nc, home, home_g,
                     order[i] = b
                     order[i + 1] = a
         free = node_cap.copy()
+        waiting_left = 0  # the jobs still to place: waiting, and running on each node
+        here_left = np.zeros(N, np.int64)
+        if filled:
+            for j in range(J):
+                if home[j] >= 0:
+                    here_left[home[j]] += 1
+                else:
+                    waiting_left += 1
         pn = post_node[it]
         pc = post_cand[it]
         pm = post_moved[it]
         for oi in range(J):
             j = order[oi]
             n_c = nc[j]
+            if filled:
+                if home[j] >= 0:
+                    here_left[home[j]] -= 1
+                else:
+                    waiting_left -= 1
             first = 0
             if use_rand:
                 first = _pick_index(U[it - S, 1, j], alpha, n_c)
@@ -407,6 +420,8 @@ def run_iterations(starts, U, ct, cg, ctime, cen, cmov, mtime, nc, home, home_g,
                             k = _pick_index(u_node, beta, m)
                         node = order_nodes[typ, start + k]
                     busy = node_cap[node] - free[node]
+                    if filled:  # the jobs still to place that could join, as if they did
+                        busy = min(node_cap[node] - g, busy + waiting_left + here_left[node])
                     before = power[typ, busy - 1] if busy > 0 else 0.0
                     added = (power[typ, busy + g - 1] - before) * _time_of(
                         ctime, cmov, mtime, home, j, c, node)

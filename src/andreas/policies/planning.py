@@ -136,6 +136,33 @@ class _LazyRows(Sequence):
         return row
 
 
+@dataclass
+class JobsToCome:
+    """The jobs a greedy pass has still to place, as those waiting and those running on each
+    node: the ones that could still join a node, for the "filled" price of a configuration."""
+
+    waiting: int
+    on_node: list[int]
+
+    @classmethod
+    def of(cls, ctx: PlanningContext) -> JobsToCome:
+        on_node = [0] * len(ctx.node_cap)
+        for current in ctx.current:
+            if current is not None:
+                on_node[current[0]] += 1
+        return cls(sum(current is None for current in ctx.current), on_node)
+
+    def remove(self, current: tuple[int, int] | None) -> None:
+        """A job (running as `current`, or None) is being placed: no longer to come."""
+        if current is None:
+            self.waiting -= 1
+        else:
+            self.on_node[current[0]] -= 1
+
+    def joining(self, node: int) -> int:
+        return self.waiting + self.on_node[node]
+
+
 class PlanningContext:
     """Everything a policy needs about one snapshot, as indexable lists."""
 
@@ -237,7 +264,8 @@ class PlanningContext:
 
     def place(self, j: int, free: list[int], u_config: float | None = None,
               u_node: float | None = None, alpha: float = 0.0, beta: float = 0.0,
-              marginal: bool = False) -> tuple[int, Candidate] | None:
+              marginal: bool = False, fill: JobsToCome | None = None
+              ) -> tuple[int, Candidate] | None:
         """Give job j its preferred candidate that fits somewhere; update `free`. With uniform
         draws, the first candidate tried is drawn among the first max(1, round(α·|candidates|))
         and the node among the best-fitting ones.
@@ -247,7 +275,8 @@ class PlanningContext:
         job's run; the first tried on a tie), not the one cheapest on a node of its own. On a
         node already drawing its fixed power, one GPU for longer often costs less than two
         for a shorter time, and a slower GPU type on an empty node more than a share of a busy
-        one."""
+        one. `fill`: the jobs still to place after this one; those that could join the node (the
+        waiting and its own) are priced as if they did (`added_energy`)."""
         cands = self.cands[j]
         order = cands
         if u_config is not None:
@@ -263,7 +292,8 @@ class PlanningContext:
                 if node is None:
                     continue
                 run = self.as_placed(j, node, cand)
-                added = self.added_energy(node, free[node], cand.gpus, run.time_s)
+                joining = 0 if fill is None else fill.joining(node)
+                added = self.added_energy(node, free[node], cand.gpus, run.time_s, joining)
                 if best is None or added < best[0]:
                     best = (added, node, run)
             if best is not None:
@@ -277,10 +307,13 @@ class PlanningContext:
                 return node, self.as_placed(j, node, cand)
         return None
 
-    def added_energy(self, node: int, free: int, gpus: int, time_s: float) -> float:
-        """Joules `gpus` more busy GPUs add to `node` (with `free` GPUs free) over `time_s`."""
+    def added_energy(self, node: int, free: int, gpus: int, time_s: float,
+                     fill: int = 0) -> float:
+        """Joules `gpus` more busy GPUs add to `node` (with `free` GPUs free) over `time_s`;
+        with `fill` more jobs to come, as if up to that many more GPUs of the node were busy
+        (a share of a node the queue fills costs its last GPUs' draw, not its first's)."""
         power = self.power[self.node_type[node]]
-        busy = self.node_cap[node] - free
+        busy = min(self.node_cap[node] - gpus, self.node_cap[node] - free + fill)
         return (power[busy + gpus - 1] - (power[busy - 1] if busy else 0.0)) * time_s
 
     def as_placed(self, j: int, node: int, cand: Candidate) -> Candidate:

@@ -1,6 +1,6 @@
 """Running the queue on fewer powered nodes when a timeline of the known jobs keeps each in
 time (policies/consolidate.py): the decision by hand, its hedges (unknown load, the arrival
-margin, the slack a job keeps), and a whole simulation by hand."""
+margin, the slack a job keeps to end later than planned), and a whole simulation by hand."""
 
 import math
 
@@ -43,7 +43,7 @@ def test_a_job_with_slack_pauses_rather_than_power_a_slow_node():
     # in order of latest start (b 2500, c and a ~1e9): b and c run, a waits; at 1500 a joins
     # c for its 500 s; c alone until 6000: 400 x 1500 + 300 x 4000 = 1.8 MJ, b ends at 1500
     # as planned and a (no due date to speak of) at 2000.
-    out, awaited = consolidate(_snap(), PLAN, share=0.1, guard=0.5, load=0.5)
+    out, awaited = consolidate(_snap(), PLAN, share=0.1, load=0.5)
     assert out == {"b": PLAN["b"], "c": PLAN["c"]} and awaited == {"n0"}
     # the timeline on both nodes puts a on n1 when n0 is full: the plan's 2.25 MJ, no gain
     assert consolidate(_snap(), {"b": PLAN["b"], "c": PLAN["c"]}, share=0.1, guard=0.5,
@@ -51,29 +51,45 @@ def test_a_job_with_slack_pauses_rather_than_power_a_slow_node():
 
 
 def test_nothing_changes_while_the_load_is_unknown_or_arrivals_would_take_the_slack():
-    assert consolidate(_snap(), PLAN, share=0.1, guard=0.5, load=math.inf) == (PLAN, set())
-    # b must end by max(its planned 1500, 3500 - max(0.1, min(2000 s of slack, 0.5)) x 1000)
-    # = 3000; on n0 alone (2 of 3 GPUs) its end 1500 is stretched by 0.02 x load x 3/2 x 1000
-    # s: in time up to load 50, not at 60
-    assert "a" not in consolidate(_snap(), PLAN, share=0.1, guard=0.5, load=49.0)[0]
-    assert consolidate(_snap(), PLAN, share=0.1, guard=0.5, load=60.0) == (PLAN, set())
+    assert consolidate(_snap(), PLAN, share=0.1, load=math.inf) == (PLAN, set())
+    # a, due at 5000, planned to end at 1500 on n1 (3500 s of slack), may end later keeping
+    # 5 x 500 s of it: by 2500. c, due at 9000, has too little slack to end later than its
+    # planned 6000, so on n0 alone (2 of 3 GPUs) b and c run and a ends at 2000, stretched by
+    # 0.02 x load x 3/2 x 1500 s: in time up to load 11.1. (b and c end as planned: no margin.)
+    snap = _snap(a_due=5000.0, c_due=9000.0)
+    assert "a" not in consolidate(snap, PLAN, share=0.1, load=11.0)[0]
+    assert consolidate(snap, PLAN, share=0.1, load=12.0) == (PLAN, set())
 
 
-def test_a_job_ends_later_than_planned_only_with_slack_to_spare():
-    # b due at 1700 and c at 6100 end as planned (1500, 6000) only if they run now, so on n0
-    # alone a waits and ends at 2000. Planned to end at 1500 on n1 with 700 s of slack (due
-    # 2200), a may end later only keeping max(0.1, min(700 s, guard x 500 s)) of it: with the
-    # guard at 0.5, 250 s, so by 1950: the plan stands. Without the guard, 50 s: by 2150, and
-    # a pauses. (Load 0: no arrival margin.)
-    snap = _snap(b_due=1700.0, a_due=2200.0, c_due=6100.0)
-    assert consolidate(snap, PLAN, share=0.1, guard=0.5, load=0.0) == (PLAN, set())
-    out, awaited = consolidate(snap, PLAN, share=0.1, guard=None, load=0.0)
+def test_a_job_that_ends_as_planned_needs_no_margin():
+    # b is due at 1500, when the plan ends it: no slack at all. The timeline ends it then too,
+    # so even at load 1000 it is in time, and a (no due date to speak of) pauses.
+    out, awaited = consolidate(_snap(b_due=1500.0), PLAN, share=0.1, load=1000.0)
     assert out == {"b": PLAN["b"], "c": PLAN["c"]} and awaited == {"n0"}
+
+
+@pytest.mark.parametrize("a_due, guard, pauses", [
+    (2200.0, 5.0, False),  # 700 s of slack: under 5 run times, so no later than planned
+    (2200.0, 1.0, False),  # keeping min(700, 500) s: by 1700, not 2000
+    (2200.0, 0.2, True),  # keeping 100 s: by 2100
+    (4400.0, 5.0, False),  # keeping 2500 s: by 1900
+    (4600.0, 5.0, True),  # by 2100
+])
+def test_a_job_ends_later_than_planned_only_with_slack_to_spare(a_due, guard, pauses):
+    # b due at 1700 and c at 6100 end as planned (1500, 6000) only if they run now, so on n0
+    # alone a waits and ends at 2000 rather than at 1500 on n1. (Load 0: no arrival margin.)
+    snap = _snap(b_due=1700.0, a_due=a_due, c_due=6100.0)
+    out, awaited = consolidate(snap, PLAN, share=0.1, load=0.0, guard=guard)
+    if pauses:
+        assert out == {"b": PLAN["b"], "c": PLAN["c"]} and awaited == {"n0"}
+    else:
+        assert (out, awaited) == (PLAN, set())
 
 
 def test_simulator_pauses_the_job_with_slack_by_hand():
     # c and a start on n0 at 0 (two arrivals at once: the load is unknown, nothing changes);
-    # b arrives at 500 (load 2 / 500 s x 2667 s / 3 GPUs = 3.6: stretch 0.11, b still in time).
+    # b arrives at 500 (load 2 / 500 s x 2667 s / 3 GPUs = 3.6); a, with no due date to speak
+    # of, pauses, and b and c end as planned.
     # With the timeline: b and c share n0 until 1500, a rejoins c until 2000, c alone until
     # 6000: 400 x 2000 + 300 x 4000 J. Without it the greedy pass moves a to n1 at 500:
     # 400 x 1500 + 500 x 1000 + 300 x 4500 J.
@@ -103,6 +119,6 @@ def test_no_timeline_beyond_the_work_budget(monkeypatch):
     import andreas.policies.consolidate as module
 
     monkeypatch.setattr(module, "WORK_BUDGET", 17)
-    assert consolidate(_snap(), PLAN, share=0.1, guard=0.5, load=0.5) == (PLAN, set())
+    assert consolidate(_snap(), PLAN, share=0.1, load=0.5) == (PLAN, set())
     monkeypatch.setattr(module, "WORK_BUDGET", 27)
-    assert "a" not in consolidate(_snap(), PLAN, share=0.1, guard=0.5, load=0.5)[0]
+    assert "a" not in consolidate(_snap(), PLAN, share=0.1, load=0.5)[0]

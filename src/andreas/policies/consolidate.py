@@ -16,13 +16,14 @@ with the most energy per busy GPU-second first; the cheapest timeline (energy pl
 whose every job ends in time, if cheaper than the plan, gives what runs now. Some jobs then
 pause, shrink or wait for GPUs of a powered node, and the dropped nodes switch off.
 
-"In time" is where the bet on no arrivals is hedged. A job may end later than under the plan
-only if it keeps `share` × its run time of slack and at least min(its slack under the plan,
-`guard` × its run time), the greedy's slack guard. And each end is stretched by `margin` (0.02)
-× the offered load on the nodes kept × the time from now, for the work that will arrive
-meanwhile, so a job with no slack to spare must end earlier than under the plan. Without these
-hedges jobs the timeline paused under overload ended late once more jobs came (5 nodes,
-λ = 2000: +15 to +49 %; docs/beyond-the-paper.md). With the load unknown nothing changes.
+"In time" is where the bet on no arrivals is hedged. A job the plan runs is in time if it
+ends no later than under the plan: the timeline then only spares it the slow node. It may end
+later only while it keeps `share` × its run time of slack and at least min(its slack under the
+plan, `guard` (5) × its run time): only jobs with days of slack pause for others. A job that
+ends later than planned, or that the plan leaves waiting, has its end stretched by `margin`
+(0.02) × the offered load on the nodes kept × the time from now, for the work that will
+arrive meanwhile. Looser hedges left jobs late under overload once more jobs came (5 nodes,
+λ = 2000: up to +43 %; docs/beyond-the-paper.md). With the load unknown nothing changes.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from .base import Assignment, JobView, Plan, Snapshot
 
 EPS = 1e-9
 ARRIVAL_MARGIN = 0.02  # share of the arriving work (offered load) that stretches each end
+DELAY_GUARD = 5.0  # a job ends later than planned only keeping this many run times of slack
 # Timelines tried per decision, counted in (jobs in view)² × nodes, about the placement steps
 # one takes: a paper instance (10 nodes, up to ~50 jobs in view) stays inside; a 501-job queue
 # on 50 nodes tries none (a long queue leaves little to consolidate anyway). With a pass budget
@@ -60,6 +62,7 @@ class _Task:
     gpus: int
     restart_left: float  # restart still to pay before progress, if it stays on `node`
     started: bool  # has it run (a restart elsewhere pays the overhead)
+    planned_end: float  # under the plan (-inf if it waits there): no later, no margin
 
 
 def node_energy(kind: GpuType, runs: Runs) -> float:
@@ -80,8 +83,8 @@ def timeline(snapshot: Snapshot, tasks: list[_Task], nodes: list[Node], stretch:
     each job takes its preferred configuration with room, on the node it ran on, else on the
     fullest that fits; the step lasts until the first of them ends. Returns the timeline's
     cost (EUR), its first step and the nodes that the jobs it leaves waiting run on later; or
-    None if a job ends after its deadline (its end stretched by `stretch` × the time from
-    now), none fits, or the cost reaches `limit`."""
+    None if a job ends after its deadline (its end, if later than planned, stretched by
+    `stretch` × the time from now), none fits, or the cost reaches `limit`."""
     now = snapshot.time
     overhead = snapshot.cluster.restart_overhead_s
     kinds = {n.name: snapshot.cluster.gpu_types[n.gpu_type] for n in nodes}
@@ -136,7 +139,8 @@ def timeline(snapshot: Snapshot, tasks: list[_Task], nodes: list[Node], stretch:
         for task, name, gpus, pay, spe in step:
             if pay + task.epochs * spe <= dt + EPS:
                 task.epochs = 0.0
-                if end + stretch * (end - now) > task.deadline + EPS:
+                margin = stretch * (end - now) if end > task.planned_end + EPS else 0.0
+                if end + margin > task.deadline + EPS:
                     return None
                 tardiness += task.weight * max(0.0, end - task.due)
             else:
@@ -180,8 +184,9 @@ def _configs(snapshot: Snapshot, view: JobView, largest: dict[str, int], share: 
     return [(kind_name, g, spe) for _, kind_name, g, spe in ranked]
 
 
-def consolidate(snapshot: Snapshot, plan: Plan, *, share: float, guard: float | None,
-                load: float, margin: float = ARRIVAL_MARGIN) -> tuple[Plan, set[str]]:
+def consolidate(snapshot: Snapshot, plan: Plan, *, share: float, load: float,
+                guard: float = DELAY_GUARD, margin: float = ARRIVAL_MARGIN
+                ) -> tuple[Plan, set[str]]:
     """`plan`, or the first step of the cheapest timeline that keeps every job in time (see the
     module's docstring); and the nodes that jobs wait to run on. `load`: the offered load (inf
     while unknown: `plan` is kept); `margin`: the share of it that stretches each end. Not for
@@ -228,7 +233,7 @@ def consolidate(snapshot: Snapshot, plan: Plan, *, share: float, guard: float | 
                 deadline = due - share * fastest
                 end = plan_end.get(view.job_id)
                 if end is not None:  # later than under the plan only with slack to spare
-                    kept = min(due - end, (guard or 0.0) * fastest)
+                    kept = min(due - end, guard * fastest)
                     deadline = max(end, due - max(share * fastest, kept))
                 terms.append((view, due - fastest, deadline, configs))
             else:
@@ -238,7 +243,8 @@ def consolidate(snapshot: Snapshot, plan: Plan, *, share: float, guard: float | 
         return [_Task(v.job_id, k, v.job.due_date, v.job.tardiness_weight, d, c,
                       v.remaining_epochs, v.assignment.node if v.assignment else None,
                       v.assignment.gpus if v.assignment else 0, v.restart_remaining_s,
-                      v.started) for v, k, d, c in made[key]]
+                      v.started, plan_end.get(v.job_id, -math.inf))
+                for v, k, d, c in made[key]]
 
     keep = list(used)
     best: tuple[dict[str, Assignment], set[str]] | None = None

@@ -371,8 +371,7 @@ def refine(snapshot: Snapshot, plan: Plan, params: GreedyParams, arrivals: Arriv
         load = arrivals.offered_load(snapshot)
         awaited: set[str] = set()
         if params.consolidate_margin is not None and not params.pass_budget:
-            plan, awaited = consolidate(snapshot, plan, share=params.hold_share,
-                                        guard=params.slack_guard, load=load,
+            plan, awaited = consolidate(snapshot, plan, share=params.hold_share, load=load,
                                         margin=params.consolidate_margin)
         if len(plan) == len(snapshot.jobs):
             if load < WAIT_MAX_LOAD and not awaited:

@@ -80,11 +80,11 @@ class GreedyParams:
     # moves spend slack, which near full load later arrivals need.
     resize_max_load: float = DEFAULT_MAX_LOAD
     # Run the queue on fewer powered nodes or smaller configurations when a timeline of the
-    # known jobs keeps each in time, its ends stretched by this share of the offered load x
-    # the time from now, for the work that arrives meanwhile (consolidate.py). Only with
-    # hold_share set, one price and no pass_budget: the timeline is plain Python, and on the
-    # Philly trace (first 5000 jobs, rounds of 300 s) it added 15 % to greedy's decision time
-    # without changing the cost. None: off (the paper).
+    # known jobs keeps each in time, the ends of jobs it delays or that wait stretched by this
+    # share of the offered load x the time from now, for the work that arrives meanwhile
+    # (consolidate.py). Only with hold_share set, one price and no pass_budget: the timeline
+    # is plain Python, and on the Philly trace (first 5000 jobs, rounds of 300 s) it added 15 %
+    # to greedy's decision time without changing the cost. None: off (the paper).
     consolidate_margin: float | None = ARRIVAL_MARGIN
 
     def __post_init__(self) -> None:

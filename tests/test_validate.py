@@ -47,7 +47,9 @@ def test_profile_measures_a_known_epoch_time_within_its_spread(tmp_path):
         own = [b - a for a, b in zip(stamps, stamps[1:])]
         true = sum(own) / len(own)
         assert abs(spe - true) <= max(3 * spread, 0.002), (spe, true, spread)
-        assert 0.2 <= spe < 0.23
+        # (the receiver's clock stamps each report late by a few ms on a loaded machine, so
+        # the mean may fall a little under the 0.2 s sleep)
+        assert 0.195 <= spe < 0.23
         assert float(rows[key]["startup_s"]) >= 0
 
 

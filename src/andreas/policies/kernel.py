@@ -351,6 +351,15 @@ def run_iterations(starts, U, ct, cg, ctime, cen, cmov, mtime, nc, home, home_g,
     stamp = 0
     hi = 0.5 + pi
     lo = 0.5 - pi
+    waiting_all = 0  # every job, for the "filled" price: waiting, and running on each node
+    here_all = np.zeros(N, np.int64)
+    if filled:
+        for j in range(J):
+            if home[j] >= 0:
+                here_all[home[j]] += 1
+            else:
+                waiting_all += 1
+    here_left = np.empty(N, np.int64)
     for it in range(I):
         use_rand = it >= S
         if not use_rand:
@@ -366,14 +375,8 @@ def run_iterations(starts, U, ct, cg, ctime, cen, cmov, mtime, nc, home, home_g,
                     order[i] = b
                     order[i + 1] = a
         free = node_cap.copy()
-        waiting_left = 0  # the jobs still to place: waiting, and running on each node
-        here_left = np.zeros(N, np.int64)
-        if filled:
-            for j in range(J):
-                if home[j] >= 0:
-                    here_left[home[j]] += 1
-                else:
-                    waiting_left += 1
+        waiting_left = waiting_all  # the jobs still to place: waiting, and on each node
+        here_left[:] = here_all
         pn = post_node[it]
         pc = post_cand[it]
         pm = post_moved[it]

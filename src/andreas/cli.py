@@ -518,8 +518,10 @@ def serve_cmd(
     import os
 
     serve = _service_module("app").serve
+    # Read the secret once and take it out of our own environment, so that nothing the
+    # service starts (jobs, a local Ray cluster) can inherit it.
     serve(config, database_url=database_url, host=host, port=port,
-          admin_token=os.environ.get(admin_token_env))
+          admin_token=os.environ.pop(admin_token_env, None))
 
 
 @app.command("token")

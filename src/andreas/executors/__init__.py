@@ -10,11 +10,14 @@ from .base import Executor, LaunchRequest, NodeInfo, RunStatus
 __all__ = ["Executor", "LaunchRequest", "NodeInfo", "RunStatus", "make_executor"]
 
 
-def make_executor(kind: str, nodes: list[NodeInfo], **options) -> Executor:
+def make_executor(kind: str, nodes: list[NodeInfo], *, hidden_values: tuple[str, ...] = (),
+                  **options) -> Executor:
+    """The executor of this kind. `hidden_values` are the service's secrets (the admin
+    token): a local job's environment never contains them (see `base.job_environment`)."""
     if kind == "local":
         from .local import LocalExecutor
 
-        return LocalExecutor(nodes)
+        return LocalExecutor(nodes, hidden_values=hidden_values)
     if kind == "ray":
         from .ray import RayExecutor
 

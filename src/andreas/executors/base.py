@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
+
+#: The service's own variables (`ANDREAS_ADMIN_TOKEN`, ...) start with this prefix. A job never
+#: inherits one: it gets only the ``ANDREAS_*`` variables its launch request sets for it.
+SERVICE_ENV_PREFIX = "ANDREAS_"
+#: Variables that carry the service's credentials to other systems; never passed to a job.
+SERVICE_SECRET_ENV = frozenset({"PGPASSWORD", "PGPASSFILE", "DATABASE_URL"})
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,26 @@ class LaunchRequest:
         return [sys.executable, "-m", "andreas.executors.launch", "--run-dir", str(self.run_dir),
                 "--lock", str(self.lock_path), "--log", str(self.log_path), "--",
                 *self.command]
+
+
+def job_environment(inherited: Mapping[str, str], job_env: Mapping[str, str],
+                    gpu_ids: list[str] | tuple[str, ...],
+                    hidden_values: tuple[str, ...] = ()) -> dict[str, str]:
+    """The environment a job starts with: what the executor's process has (PATH, a virtual
+    environment, proxies), less every secret of the service, plus the job's own variables.
+
+    Dropped: every inherited ``ANDREAS_*`` variable (the admin token among them), the
+    database credentials in `SERVICE_SECRET_ENV`, and any variable whose value contains one of
+    `hidden_values` (the admin token read from a variable of another name). A user can print
+    their job's environment into a log they may read, so nothing here may be a secret."""
+    hidden = tuple(v for v in hidden_values if v)
+    env = {name: value for name, value in inherited.items()
+           if not name.startswith(SERVICE_ENV_PREFIX) and name not in SERVICE_SECRET_ENV
+           and not any(secret in value for secret in hidden)}
+    env.update(job_env)
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpu_ids)
+    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # CUDA's numbers = NVML's and ours
+    return env
 
 
 @dataclass(frozen=True)

@@ -15,25 +15,23 @@ from pathlib import Path
 
 import psutil
 
-from .base import LaunchRequest, NodeInfo, RunStatus, read_exit
+from .base import LaunchRequest, NodeInfo, RunStatus, job_environment, read_exit
 
 
 class LocalExecutor:
     kind = "local"
 
-    def __init__(self, nodes: list[NodeInfo]) -> None:
+    def __init__(self, nodes: list[NodeInfo], hidden_values: tuple[str, ...] = ()) -> None:
         self._nodes = list(nodes)
         self._children: dict[int, subprocess.Popen] = {}
+        self._hidden = tuple(hidden_values)  # secrets no job's environment may contain
 
     def nodes(self) -> list[NodeInfo]:
         return list(self._nodes)
 
     def start(self, request: LaunchRequest) -> dict:
         request.run_dir.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ)
-        env.update(request.env)
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in request.gpu_indices)
-        env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # CUDA's numbers = NVML's and ours
+        env = job_environment(os.environ, request.env, request.gpu_indices, self._hidden)
         proc = subprocess.Popen(request.launcher_argv(), cwd=request.workdir or None, env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)

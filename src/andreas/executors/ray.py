@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from ..errors import AndreasError
-from .base import LaunchRequest, NodeInfo, RunStatus
+from .base import LaunchRequest, NodeInfo, RunStatus, job_environment
 
 NAMESPACE = "andreas"
 RESOURCE_PREFIX = "gpu_type:"
@@ -117,10 +117,8 @@ class _JobRunner:
     def start(self, argv: list[str], env: dict[str, str], workdir: str | None) -> dict:
         import ray
 
-        full_env = dict(os.environ)
-        full_env.update(env)
         gpu_ids = [str(i) for i in ray.get_gpu_ids()]
-        full_env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids)
+        full_env = job_environment(os.environ, env, gpu_ids)
         self.proc = subprocess.Popen(argv, cwd=workdir or None, env=full_env,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, start_new_session=True)

@@ -47,7 +47,8 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
         store.ensure_token("admin", "admin", admin_token)
     if executor is None:
         options = {"address": config.ray_address} if config.executor == "ray" else {}
-        executor = make_executor(config.executor, _nodes(config), **options)
+        executor = make_executor(config.executor, _nodes(config),
+                                 hidden_values=(admin_token,) if admin_token else (), **options)
     scheduler = Scheduler(config, store, executor)
 
     @asynccontextmanager

@@ -46,3 +46,12 @@ class Scripted:
     def decide(self, snap: Snapshot):
         ids = {v.job_id for v in snap.jobs}
         return {k: Assignment(*v) for k, v in self.fn(snap.time, ids).items()}
+
+
+def policy_with(name: str, seed: int, max_iterations: int = 20):
+    """A policy for tests that loop over every policy: few greedy passes where it has them."""
+    from andreas.policies import make_policy
+    from andreas.policies.options import options_for
+
+    return make_policy(name, **options_for(name, {"seed": seed,
+                                                  "max_iterations": max_iterations}))

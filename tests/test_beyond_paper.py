@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from andreas.errors import AndreasError
 from andreas.policies import make_policy
 from andreas.policies.orderings import ATC_K
 from andreas.policies.planning import PlanningContext
@@ -137,8 +138,11 @@ def test_adaptive_order_switches_to_atc_under_overload():
 
 
 def test_andreas_paper_is_the_published_algorithm():
-    p = make_policy("andreas-paper", seed=4, order="atc", score="lookahead").params
+    p = make_policy("andreas-paper", seed=4).params
     assert (p.order, p.score, p.seed) == ("pressure", "proxy", 4)
+    assert (p.hold_share, p.slack_guard, p.consolidate_margin) == (None, None, None)
+    with pytest.raises(AndreasError, match="unknown option 'order' for policy 'andreas-paper'"):
+        make_policy("andreas-paper", order="atc")  # not one of the paper's settings
     d = make_policy("andreas").params
     assert (d.order, d.score, d.max_iterations) == ("adaptive", "lookahead", 1000)
 

@@ -52,3 +52,30 @@ def test_andreas_beats_every_baseline_on_the_paper_scenario(paper):
     for baseline in ("fifo", "edf", "ps"):
         assert table["andreas"]["total_cost_mean"] < table[baseline]["total_cost_mean"]
         assert table["andreas"][f"reduction_vs_{baseline}_pct"] > 0
+
+
+def test_workload_shapes(paper):
+    from andreas.sim.generate import WorkloadShape, generate
+
+    shape = WorkloadShape(lam=6000, jobs_per_node=5, due_factor=(1.0, 3.0),
+                          weight_range=(0.005, 0.05), arrivals="bursts", burst_size=5,
+                          node_types=("TURING", "TESLA", "TURING"))
+    sc = generate(paper, 6, seed=3, shape=shape)
+    assert [n.gpu_type for n in sc.cluster.nodes] == ["TURING", "TESLA", "TURING"] * 2
+    profiles = sc.profiles
+    for j in sc.jobs:
+        fastest = min(t * j.epochs for c, t in profiles.configs(j.profile).items()
+                      if c[1] <= (4 if c[0] == "TESLA" else 2))
+        assert 1.0 * fastest - 1e-2 <= j.due_date - j.submit_time <= 3.0 * fastest + 1e-2
+        assert 0.005 <= j.tardiness_weight <= 0.05
+    submits = sorted(j.submit_time for j in sc.jobs)
+    # bursts: groups of 5 jobs within a minute of each other
+    groups = [submits[i:i + 5] for i in range(0, 30, 5)]
+    assert all(g[-1] - g[0] <= 60.0 for g in groups[1:])
+    daily = generate(paper, 4, seed=1, shape=WorkloadShape(lam=4000, arrivals="daily"))
+    assert len(daily.jobs) == 41 and all(b.submit_time >= a.submit_time
+                                         for a, b in zip(daily.jobs, daily.jobs[1:]))
+    with pytest.raises(ValueError, match="node types: V100 not in the template"):
+        generate(paper, 2, seed=1, shape=WorkloadShape(node_types=("V100",)))
+    with pytest.raises(ValueError, match="due factor"):
+        WorkloadShape(due_factor=(3.0, 1.0))

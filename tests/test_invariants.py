@@ -11,7 +11,7 @@ from andreas.cost import account_segments
 from andreas.policies import make_policy, policy_names
 from andreas.sim.engine import simulate
 from andreas.sim.output import recompute, write_result
-from helpers import cluster, job, scenario
+from helpers import policy_with, cluster, job, scenario
 
 
 @st.composite
@@ -110,10 +110,10 @@ def fingerprint(result):
 @given(scenarios(), st.sampled_from(policy_names()), st.sampled_from([None, 50.0]),
        st.integers(1, 5), st.booleans())
 def test_simulation_invariants(sc, policy, period, seed, first_start_overhead):
-    result = simulate(sc, make_policy(policy, seed=seed, max_iterations=20), period=period,
+    result = simulate(sc, policy_with(policy, seed), period=period,
                       first_start_overhead=first_start_overhead)
     check_invariants(sc, result)
-    again = simulate(sc, make_policy(policy, seed=seed, max_iterations=20), period=period,
+    again = simulate(sc, policy_with(policy, seed), period=period,
                      first_start_overhead=first_start_overhead)
     assert fingerprint(again) == fingerprint(result)
 

@@ -11,7 +11,7 @@ from andreas.optim.milp_policy import build_milp, decision_cost, plan_from_solut
 from andreas.policies import make_policy
 from andreas.policies.planning import PlanningContext
 from andreas.sim.engine import simulate
-from helpers import cluster, job, scenario, snapshot
+from helpers import policy_with, cluster, job, scenario, snapshot
 
 
 def brute_force(ctx):
@@ -123,7 +123,7 @@ def test_hindsight_bound_is_below_every_policy(sc, slots):
     for name in policy_names():
         if name == "milp":
             continue  # same core as andreas; the MILP is slow to run on every example
-        cost = simulate(sc, make_policy(name, seed=1, max_iterations=20)).summary["total_cost"]
+        cost = simulate(sc, policy_with(name, 1)).summary["total_cost"]
         assert bound.lower_bound <= cost * (1 + 1e-7) + 1e-9, name
 
 

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from andreas.errors import AndreasError
 from andreas.policies import make_policy, policy_names
 from andreas.sim.engine import simulate
-from helpers import cluster, job, scenario
+from helpers import policy_with, cluster, job, scenario
 from test_invariants import check_invariants, scenarios
 
 
@@ -38,7 +38,7 @@ def test_period_only_needs_a_period():
 @settings(max_examples=30, deadline=None)
 @given(scenarios(), st.sampled_from(policy_names()), st.sampled_from([25.0, 100.0]))
 def test_round_based_simulations_keep_the_invariants(sc, policy, period):
-    result = simulate(sc, make_policy(policy, seed=1, max_iterations=20), period=period,
+    result = simulate(sc, policy_with(policy, 1), period=period,
                       period_only=True)
     check_invariants(sc, result)
     assert all(r.first_start % period == pytest.approx(0.0, abs=1e-6)

@@ -21,8 +21,10 @@ from .experiments.compare import BASELINES, compare, write_comparison
 from .experiments.runner import default_workers, plan_runs
 from .io import load_scenario, write_scenario
 from .policies import POLICIES, make_policy
+from .policies.options import option_specs, options_for, shared_options
 from .sim.engine import simulate
-from .sim.generate import DEFAULT_LAMBDA, generate_paper_style, load_template
+from .sim.generate import (ARRIVAL_PATTERNS, DEFAULT_LAMBDA, WEIGHT_RANGE, WorkloadShape,
+                           generate, generate_paper_style, load_template)
 from .sim.output import atomic_directory, load_output, recompute, write_result
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -77,6 +79,16 @@ def parse_seeds(text: str) -> list[int]:
     if not seeds or any(s < 0 for s in seeds):
         raise AndreasError(f"--seeds: expected non-negative seeds, got {text!r}")
     return list(dict.fromkeys(seeds))
+
+
+def parse_pair(option: str, text: str) -> tuple[float, float]:
+    """'LO,HI' -> (LO, HI), two numbers."""
+    parts = text.split(",")
+    try:
+        lo, hi = (float(x) for x in parts)
+    except ValueError:
+        raise AndreasError(f"{option}: expected two numbers 'LO,HI', got {text!r}") from None
+    return lo, hi
 
 
 def parse_policies(text: str) -> list[str]:
@@ -188,6 +200,10 @@ ConfigEnergy = typer.Option("filled", help="Greedy policies: give each job the o
                             "if the jobs still to place that could join the node did "
                             "('filled'), or as the node is now ('marginal'), or that costs "
                             "least on a node of its own ('alone', the paper's).")
+SetOption = typer.Option(None, "--set", help="A policy option as key=value (repeatable), "
+                         "e.g. --set hold_share=off; `andreas policies NAME` lists them.")
+OptionsFile = typer.Option(None, "--policy-options", help="A YAML file of policy options "
+                           "(the same mapping as service.yaml's policy_options); --set wins.")
 Period = typer.Option(None, help="Also reschedule every PERIOD simulated seconds.")
 PeriodOnly = typer.Option(False, "--period-only", help="Reschedule only every --period "
                           "seconds (rounds, as Gavel does), not at each arrival and "
@@ -213,17 +229,19 @@ def simulate_cmd(
     power_limits: bool = PowerLimits, pass_budget: int = PassBudget,
     slack_guard: str = SlackGuard, config_energy: str = ConfigEnergy, hold: str = Hold,
     resize: str = Resize, consolidate: str = Consolidate,
+    set_options: Optional[list[str]] = SetOption, options_file: Optional[Path] = OptionsFile,
 ) -> None:
     """Simulate one policy on one scenario and write its schedule and costs."""
     parse_policies(policy)
-    params = greedy_params(max_iterations, pi, alpha, beta, elite_size, score, order,
-                                extra_orders, milp_time_limit, plan_restart_s, power_limits,
-                                pass_budget, slack_guard, config_energy, hold, resize,
-                                consolidate)
+    params = shared_options([policy], greedy_params(
+        max_iterations, pi, alpha, beta, elite_size, score, order, extra_orders,
+        milp_time_limit, plan_restart_s, power_limits, pass_budget, slack_guard,
+        config_energy, hold, resize, consolidate), options_file, set_options or [])
     scenario = load_scenario(scenario_dir)
     with _progress() as bar:
         task = bar.add_task(f"{policy} on {scenario.name}", total=len(scenario.jobs))
-        result = simulate(scenario, make_policy(policy, seed=seed, **params), period=period,
+        chosen = make_policy(policy, **options_for(policy, {**params, "seed": seed}))
+        result = simulate(scenario, chosen, period=period,
                           seed=seed if POLICIES[policy].randomized else None,
                           on_progress=lambda t, done, total: bar.update(task, completed=done),
                           period_only=period_only)
@@ -247,10 +265,32 @@ def generate_cmd(
                               help="λ: mean inter-arrival time is λ/N seconds."),
     jobs_per_node: int = typer.Option(10, min=1, help="Jobs per node (plus one at t = 0)."),
     restart_overhead: Optional[float] = Overhead,
+    due_factor: Optional[str] = typer.Option(
+        None, help="Due date = submit + U(LO, HI) x the job's fastest run time, as 'LO,HI' "
+        "(e.g. '1.0,3'); default: the paper's, submit + U(fastest, slowest run time)."),
+    weights: str = typer.Option(
+        f"{WEIGHT_RANGE[0]:g},{WEIGHT_RANGE[1]:g}", help="Tardiness weights ~ U(LO, HI) EUR "
+        "per second late, as 'LO,HI' (default: the paper's range)."),
+    arrivals: str = typer.Option(
+        "poisson", help=f"Arrival pattern: {', '.join(ARRIVAL_PATTERNS)} (groups of "
+        "--burst-size jobs within a minute; a rate that swings +-80 %% over a day)."),
+    burst_size: int = typer.Option(10, min=1, help="Jobs per burst (--arrivals bursts)."),
+    node_types: Optional[str] = typer.Option(
+        None, help="GPU types of nodes 1, 2, ... cycled, e.g. 'V100,V100,K80' (default: the "
+        "template's types in turn)."),
 ) -> None:
-    """Generate a scenario with the ANDREAS authors' rules (default: their real-cluster data)."""
-    generated = generate_paper_style(load_template(scenario), nodes, seed, lam, jobs_per_node,
-                                     restart_overhead)
+    """Generate a scenario with the ANDREAS authors' rules (default: their real-cluster data),
+    or a workload shaped otherwise (due dates, weights, arrivals, node mix)."""
+    try:
+        shape = WorkloadShape(
+            lam, jobs_per_node,
+            None if due_factor is None else parse_pair("--due-factor", due_factor),
+            parse_pair("--weights", weights), arrivals, burst_size,
+            None if node_types is None else tuple(t.strip() for t in node_types.split(",")
+                                                  if t.strip()))
+        generated = generate(load_template(scenario), nodes, seed, shape, restart_overhead)
+    except ValueError as exc:
+        raise AndreasError(f"generate: {exc}") from None
     with atomic_directory(out, marker="workload.csv") as tmp:
         write_scenario(generated, tmp)
     console.print(f"wrote {out}: {nodes} nodes, {len(generated.jobs)} jobs (λ = {lam:g} s)")
@@ -316,14 +356,15 @@ def compare_cmd(
     power_limits: bool = PowerLimits, pass_budget: int = PassBudget,
     slack_guard: str = SlackGuard, config_energy: str = ConfigEnergy, hold: str = Hold,
     resize: str = Resize, consolidate: str = Consolidate,
+    set_options: Optional[list[str]] = SetOption, options_file: Optional[Path] = OptionsFile,
 ) -> None:
     """Run several policies on the same scenarios and print a cost table with 95 % CIs."""
     names = parse_policies(policies)
     seed_list = parse_seeds(seeds)
-    params = greedy_params(max_iterations, pi, alpha, beta, elite_size, score, order,
-                                extra_orders, milp_time_limit, plan_restart_s, power_limits,
-                                pass_budget, slack_guard, config_energy, hold, resize,
-                                consolidate)
+    params = shared_options(names, greedy_params(
+        max_iterations, pi, alpha, beta, elite_size, score, order, extra_orders,
+        milp_time_limit, plan_restart_s, power_limits, pass_budget, slack_guard,
+        config_energy, hold, resize, consolidate), options_file, set_options or [])
     if generate is not None:
         if scenario_dirs:
             raise AndreasError("give scenario directories or --generate, not both")
@@ -394,6 +435,7 @@ def sweep_cmd(
     power_limits: bool = PowerLimits, pass_budget: int = PassBudget,
     slack_guard: str = SlackGuard, config_energy: str = ConfigEnergy, hold: str = Hold,
     resize: str = Resize, consolidate: str = Consolidate,
+    set_options: Optional[list[str]] = SetOption, options_file: Optional[Path] = OptionsFile,
 ) -> None:
     """Sweep node counts × λ × instances in the paper's style; resumable."""
     from .experiments.sweep import SweepConfig, read_rows, run_sweep, write_sweep_outputs
@@ -408,10 +450,11 @@ def sweep_cmd(
         raise AndreasError("--nodes must be >= 1 and --lambdas > 0")
     config = SweepConfig(scenario, node_list, lam_list, instances, tuple(names),
                          tuple(parse_seeds(seeds)), period,
-                         greedy_params(max_iterations, pi, alpha, beta, elite_size, score, order,
-                                extra_orders, milp_time_limit, plan_restart_s, power_limits,
-                                pass_budget, slack_guard, config_energy, hold, resize,
-                                consolidate))
+                         shared_options(names, greedy_params(
+                             max_iterations, pi, alpha, beta, elite_size, score, order,
+                             extra_orders, milp_time_limit, plan_restart_s, power_limits,
+                             pass_budget, slack_guard, config_energy, hold, resize,
+                             consolidate), options_file, set_options or []))
     template = load_template(scenario)
     missing = len([k for k in config.keys() if k not in read_rows(out / "sweep.csv")])
     with _progress() as bar:
@@ -470,11 +513,22 @@ def bound_cmd(
 
 
 @app.command("policies")
-def policies_cmd() -> None:
-    """List the available policies."""
-    for info in POLICIES.values():
-        kind = "randomised" if info.randomized else "deterministic"
-        console.print(f"[bold]{info.name:8s}[/bold] {kind:13s} {info.summary}")
+@user_errors
+def policies_cmd(
+    name: Optional[str] = typer.Argument(None, help="A policy: print its options."),
+) -> None:
+    """List the available policies, or one policy's options with defaults and help."""
+    if name is None:
+        for info in POLICIES.values():
+            kind = "randomised" if info.randomized else "deterministic"
+            console.print(f"[bold]{info.name:8s}[/bold] {kind:13s} {info.summary}")
+        return
+    specs = option_specs(name)
+    console.print(f"[bold]{name}[/bold]: {POLICIES[name].summary}", highlight=False)
+    console.print("options (--set key=value, --policy-options FILE.yaml, service.yaml "
+                  "policy_options):", highlight=False)
+    for spec in specs.values():
+        console.print(f"  {spec.describe()}", markup=False, highlight=False)
 
 
 @app.command("account")

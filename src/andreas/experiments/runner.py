@@ -13,6 +13,7 @@ from typing import Callable, Iterator, Sequence
 
 from ..model import Scenario
 from ..policies import POLICIES, make_policy
+from ..policies.options import options_for
 from ..sim.engine import SimulationResult, simulate
 
 
@@ -39,7 +40,7 @@ def plan_runs(n_instances: int, policies: Sequence[str], seeds: Sequence[int]) -
 
 
 def execute(task: Task) -> SimulationResult:
-    params = dict(task.params)
+    params = options_for(task.spec.policy, task.params)  # shared options: those it takes
     if task.spec.seed is not None:
         params["seed"] = task.spec.seed
     return simulate(task.scenario, make_policy(task.spec.policy, **params), period=task.period,

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..policies.base import Plan, Snapshot, register
+from ..policies.options import OptionSpec
 from ..policies.greedy import GreedyParams, RandomizedGreedy
 from ..policies.planning import Candidate, PlanningContext
 
@@ -167,7 +168,11 @@ class MilpPolicy:
         return ctx.to_plan(self.optimise(ctx)[0])
 
 
-@register("milp", randomized=True,
+MILP_OPTIONS = {"milp_time_limit": OptionSpec("milp_time_limit", "float", 5.0,
+                                               "HiGHS time limit per decision (s)")}
+
+
+@register("milp", randomized=True, options=MILP_OPTIONS,
           summary="exact optimum of the per-decision cost (HiGHS MILP, node power table exact)")
 def milp(**params: object) -> MilpPolicy:
     return MilpPolicy(time_limit=float(params.get("milp_time_limit", 5.0)),  # type: ignore

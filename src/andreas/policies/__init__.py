@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..errors import AndreasError
 from . import baselines, greedy, local_search  # noqa: F401  (registers the policies)
 from .base import POLICIES, Assignment, JobView, Plan, Policy, Snapshot
+from .options import check_options
 
 __all__ = ["POLICIES", "Assignment", "JobView", "Plan", "Policy", "Snapshot", "make_policy",
            "policy_names"]
@@ -23,8 +24,9 @@ def policy_names() -> list[str]:
 
 
 def make_policy(name: str, **params: object) -> Policy:
-    """Build a registered policy by name; unknown settings of a policy are ignored."""
+    """Build a registered policy by name with its options (`andreas policies NAME` lists
+    them); an unknown option or a bad value is an AndreasError that lists the valid ones."""
     info = POLICIES.get(name)
     if info is None:
         raise AndreasError(f"unknown policy {name!r}; expected one of {', '.join(POLICIES)}")
-    return info.factory(**params)
+    return info.factory(**check_options(name, params))

@@ -8,10 +8,13 @@ to the policy.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 
 from ..errors import PlanError
 from ..model import Cluster, Job, Profiles
+
+if TYPE_CHECKING:
+    from .options import OptionSpec
 
 
 @dataclass(frozen=True)
@@ -138,14 +141,17 @@ class PolicyInfo:
     factory: Callable[..., Policy]
     randomized: bool
     summary: str
-    params: dict[str, object] = field(default_factory=dict)
+    options: Mapping[str, "OptionSpec"] = field(default_factory=dict)  # besides `seed`
 
 
 POLICIES: dict[str, PolicyInfo] = {}
 
 
-def register(name: str, *, randomized: bool, summary: str) -> Callable:
+def register(name: str, *, randomized: bool, summary: str,
+             options: Mapping[str, "OptionSpec"] | None = None) -> Callable:
+    """Register a policy factory under `name`; `options` are the settings it takes (see
+    `options.py`): make_policy refuses any other."""
     def wrap(factory: Callable[..., Policy]) -> Callable[..., Policy]:
-        POLICIES[name] = PolicyInfo(name, factory, randomized, summary)
+        POLICIES[name] = PolicyInfo(name, factory, randomized, summary, dict(options or {}))
         return factory
     return wrap

@@ -24,6 +24,7 @@ from .base import Plan, Snapshot, TimedPlan, register, revisit_at
 from .consolidate import ARRIVAL_MARGIN, consolidate
 from .company import (DEFAULT_MAX_LOAD, DEFAULT_SHARE, WAIT_MAX_LOAD, ArrivalLog,
                       hold_for_company, wait_for_a_powered_node)
+from .options import dataclass_options, option
 from .orderings import ORDERINGS
 from .power_limits import choose_power_limits
 from .pricing import defer_for_cheaper_hours
@@ -38,54 +39,49 @@ CONFIG_ENERGIES = ("marginal", "filled", "alone")  # GreedyParams.config_energy
 @dataclass(frozen=True)
 class GreedyParams:
     """Randomized Greedy settings: the paper's π, α, β, iterations and elite size; our order and
-    score (the paper's are order="pressure", score="proxy": policy `andreas-paper`)."""
+    score (the paper's are order="pressure", score="proxy": policy `andreas-paper`). Each field
+    is a policy option (`andreas policies andreas` lists them with this help)."""
 
-    max_iterations: int = 1000
-    pi: float = 0.05  # bias of the neighbour swap towards the weight order
-    alpha: float = 0.05  # share of the candidate configurations to pick among
-    beta: float = 0.2  # share of the best-fitting nodes to pick among
-    elite_size: int = 10
-    seed: int = 1
-    score: str = "lookahead"  # how plans are compared: "lookahead" or the paper's "proxy"
-    order: str = "adaptive"  # job order: adaptive (pressure, ATC under overload), pressure, ...
-    # Extra deterministic passes with these orders, tried right after the main one (the
-    # Randomized Greedy only): under overload WSPT and ATC orders beat the pressure order.
-    extra_orders: tuple[str, ...] = ()
-    impl: str = "fast"  # "fast": the compiled kernel; "plain": the reference Python code
-    plan_restart_s: float = 0.0  # plan as if each restart lost at least this long (0: as is)
-    defer: bool = True  # with a time-varying price, let jobs with slack wait for cheap hours
-    power_limits: bool = True  # cap the GPUs of jobs with slack when profiles give limits
-    # At most this many job placements (passes x jobs) per decision; 0 = no limit. Bounds the
-    # decision time on long queues (a trace replay), where a pass costs as much as its jobs.
-    pass_budget: int = 0
-    # A randomised plan replaces the deterministic pass only if it leaves no job that pass runs
-    # waiting, ends no job late there later still, and ends each on-time job no later than
-    # that pass or with at least min(its slack there, this share of its run time) to spare
-    # (spends_needed_slack). The look-ahead ignores future arrivals, so plans that spend slack
-    # look cheaper than they are. None: off (the paper).
-    slack_guard: float | None = 0.5
-    # How a pass picks among a job's on-time configurations: "filled", the least energy added
-    # to the node it lands on, as if the jobs still to place that could join the node (those
-    # waiting and those running there) did; "marginal", added to the node as it is now
-    # (PlanningContext.place); "alone", the paper's, the least energy on a node of its own.
-    config_energy: str = "filled"
-    # Hold a job the plan would run alone on a node, keeping this share of its run time of
-    # slack: until GPUs free on a node the plan keeps powered (offered load below 1), or, below
-    # hold_max_load, for a later arrival to share its node (company.py). Not with a tariff
-    # (prices decide when jobs wait). None: off (the paper).
-    hold_share: float | None = DEFAULT_SHARE
-    hold_max_load: float = DEFAULT_MAX_LOAD
-    # Resize the chosen plan (resizing.py: other GPU counts, nodes repacked) when that lowers
-    # its score, only while no job waits and the offered load is below this (0: never). The
-    # moves spend slack, which near full load later arrivals need.
-    resize_max_load: float = DEFAULT_MAX_LOAD
-    # Run the queue on fewer powered nodes or smaller configurations when a timeline of the
-    # known jobs keeps each in time, the ends of jobs it delays or that wait stretched by this
-    # share of the offered load x the time from now, for the work that arrives meanwhile
-    # (consolidate.py). Only with hold_share set, one price and no pass_budget: the timeline
-    # is plain Python, and on the Philly trace (first 5000 jobs, rounds of 300 s) it added 15 %
-    # to greedy's decision time without changing the cost. None: off (the paper).
-    consolidate_margin: float | None = ARRIVAL_MARGIN
+    max_iterations: int = option(1000, "most greedy passes per decision (the paper's)")
+    pi: float = option(0.05, "bias π of the neighbour swap towards the weight order")
+    alpha: float = option(0.05, "share α of the candidate configurations to pick among")
+    beta: float = option(0.2, "share β of the best-fitting nodes to pick among")
+    elite_size: int = option(10, "number of best plans kept")
+    seed: int = option(1, "seed of the random draws (with the decision time)")
+    score: str = option("lookahead", "how plans are compared: 'lookahead' (estimated cost of "
+                        "finishing every job) or the paper's 'proxy'")
+    order: str = option("adaptive", "job order: adaptive (pressure; ATC under overload), "
+                        "pressure (the paper's), atc, wspt, edf, fifo, ps")
+    extra_orders: tuple[str, ...] = option(
+        (), "extra deterministic passes with these orders, right after the main one")
+    impl: str = option("fast", "'fast': the compiled kernel; 'plain': the reference Python")
+    plan_restart_s: float = option(0.0, "plan as if each restart lost at least this long (s)")
+    defer: bool = option(True, "with a time-varying price, let jobs with slack wait for "
+                         "cheap hours")
+    power_limits: bool = option(True, "cap the GPUs of jobs with slack when profiles give "
+                                "power limits")
+    pass_budget: int = option(0, "at most this many job placements (passes x jobs) per "
+                              "decision, for long queues; 0 = no limit")
+    slack_guard: float | None = option(
+        0.5, "a randomised plan replaces the deterministic pass only if it leaves no job "
+        "that pass runs waiting, ends no late job later, and leaves each on-time job "
+        "min(its slack there, this share of its run time); off: the paper")
+    config_energy: str = option(
+        "filled", "a job's on-time configuration: least energy added to its node as if the "
+        "jobs still to place joined it ('filled'), as the node is ('marginal'), or alone "
+        "('alone', the paper's)")
+    hold_share: float | None = option(
+        DEFAULT_SHARE, "hold a job the plan would run alone on a node, keeping this share of "
+        "its run time of slack, for GPUs of a powered node or company (company.py); off: never")
+    hold_max_load: float = option(DEFAULT_MAX_LOAD, "hold for company only below this "
+                                  "offered load")
+    resize_max_load: float = option(
+        DEFAULT_MAX_LOAD, "resize the chosen plan (resizing.py) only while no job waits and "
+        "the offered load is below this; 0 = never")
+    consolidate_margin: float | None = option(
+        ARRIVAL_MARGIN, "run the queue on fewer powered nodes when a timeline of the known "
+        "jobs keeps each in time, ends stretched by this share of the offered load x the time "
+        "from now (consolidate.py); off: never")
 
     def __post_init__(self) -> None:
         if self.score not in SCORES:
@@ -388,7 +384,12 @@ def refine(snapshot: Snapshot, plan: Plan, params: GreedyParams, arrivals: Arriv
     return plan if revisit is None else TimedPlan(plan, revisit)
 
 
-@register("greedy", randomized=False,
+GREEDY_OPTIONS = dataclass_options(GreedyParams)
+PAPER_OPTIONS = dataclass_options(GreedyParams, ("max_iterations", "pi", "alpha", "beta",
+                                                 "elite_size", "seed", "impl", "pass_budget"))
+
+
+@register("greedy", randomized=False, options=GREEDY_OPTIONS,
           summary="ANDREAS greedy pass: pressure order, cheapest on-time configuration, best fit")
 def greedy(**params: object) -> RandomizedGreedy:
     params = {k: v for k, v in params.items() if k in GreedyParams.__dataclass_fields__}
@@ -396,7 +397,7 @@ def greedy(**params: object) -> RandomizedGreedy:
     return RandomizedGreedy("greedy", GreedyParams(**params))  # type: ignore[arg-type]
 
 
-@register("andreas", randomized=True,
+@register("andreas", randomized=True, options=GREEDY_OPTIONS,
           summary="ANDREAS Randomized Greedy: best of many randomised greedy passes, judged by "
                   "the look-ahead cost; pressure order, ATC under overload")
 def andreas(**params: object) -> RandomizedGreedy:
@@ -404,7 +405,7 @@ def andreas(**params: object) -> RandomizedGreedy:
     return RandomizedGreedy("andreas", GreedyParams(**params))  # type: ignore[arg-type]
 
 
-@register("andreas-paper", randomized=True,
+@register("andreas-paper", randomized=True, options=PAPER_OPTIONS,
           summary="the Randomized Greedy exactly as published: pressure order, proxy cost")
 def andreas_paper(**params: object) -> RandomizedGreedy:
     params = {k: v for k, v in params.items() if k in GreedyParams.__dataclass_fields__}

@@ -30,7 +30,8 @@ from typing import Callable
 
 from .base import Plan, Snapshot, register
 from .company import ArrivalLog
-from .greedy import GreedyParams, RandomizedGreedy, refine, spends_needed_slack
+from .greedy import (GREEDY_OPTIONS, GreedyParams, RandomizedGreedy, refine,
+                     spends_needed_slack)
 from .planning import Candidate, PlanningContext
 from .resizing import climb, resized
 from .scoring import SCORES
@@ -207,13 +208,13 @@ def _params(params: dict) -> GreedyParams:
                            if k in GreedyParams.__dataclass_fields__})
 
 
-@register("andreas-ls", randomized=True,
+@register("andreas-ls", randomized=True, options=GREEDY_OPTIONS,
           summary="andreas, then local search (swap moves) on its best plans")
 def andreas_ls(**params: object) -> ImprovedGreedy:
     return ImprovedGreedy("andreas-ls", _params(params))
 
 
-@register("andreas-pr", randomized=True,
+@register("andreas-pr", randomized=True, options=GREEDY_OPTIONS,
           summary="andreas, then path relinking between its elite plans and local search")
 def andreas_pr(**params: object) -> ImprovedGreedy:
     return ImprovedGreedy("andreas-pr", _params(params), relinking=True)

@@ -24,10 +24,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import ScenarioError
+from ..errors import AndreasError, ScenarioError
 from ..io import Fields, load_located_yaml, read_cluster, read_profiles
 from ..model import Cluster, Profiles
 from ..policies import POLICIES
+from ..policies.options import check_options
 
 DEFAULT_PRIORITY_WEIGHTS = {1: 0.0001, 2: 0.0002, 3: 0.0005, 4: 0.001, 5: 0.002}
 """Tardiness weight (EUR per second late) for priorities 1 (lowest) to 5 (highest)."""
@@ -127,7 +128,12 @@ def read_service_config(path: str | Path) -> ServiceConfig:
     options = doc.get("policy_options")
     if options is not None and not isinstance(options.value, dict):
         raise doc.error("policy_options", "expected a mapping", options.line)
-    policy_options = {k: v.value for k, v in (options.value.items() if options else [])}
+    policy_options = {}
+    for key, located in (options.value.items() if options else []):
+        try:  # the same check as make_policy and the CLI's --set: a typo is not lost
+            policy_options.update(check_options(policy, {key: located.value}))
+        except AndreasError as exc:
+            raise doc.error(f"policy_options.{key}", str(exc), located.line) from None
 
     weights = dict(DEFAULT_PRIORITY_WEIGHTS)
     item = doc.get("priority_weights")

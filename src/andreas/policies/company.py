@@ -30,7 +30,7 @@ import math
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from ..model import Node
+from ..model import Job, Node
 from .base import Assignment, JobView, Plan, Snapshot, TimedPlan
 
 DEFAULT_SHARE = 0.1  # slack kept at the latest start, as a share of the planned run time
@@ -46,6 +46,7 @@ class ArrivalLog:
 
     window: int = 20
     seen: dict[str, tuple[float, float]] = field(default_factory=dict)  # id -> (submit, work)
+    jobs: dict[str, Job] = field(default_factory=dict)  # the same jobs, to sample arrivals from
 
     def observe(self, snapshot: Snapshot) -> None:
         for view in snapshot.jobs:
@@ -53,9 +54,17 @@ class ArrivalLog:
                 work = view.job.epochs * min(
                     g * spe for (_, g), spe in snapshot.profiles.configs(view.job.profile).items())
                 self.seen[view.job_id] = (view.job.submit_time, work)
+                self.jobs[view.job_id] = view.job
         if len(self.seen) > 2 * self.window:
             newest = sorted(self.seen.items(), key=lambda kv: kv[1][0])[-self.window:]
             self.seen = dict(newest)
+            self.jobs = {k: self.jobs[k] for k in self.seen}
+
+    def rate(self) -> float:
+        """Arrivals per second among the newest jobs seen; 0 while fewer than two."""
+        newest = sorted(s for s, _ in self.seen.values())[-self.window:]
+        span = newest[-1] - newest[0] if len(newest) > 1 else 0.0
+        return (len(newest) - 1) / span if span > 0 else 0.0
 
     def offered_load(self, snapshot: Snapshot) -> float:
         """Arrival rate × mean least GPU-time of the newest arrivals ÷ the cluster's GPUs (1 =

@@ -22,6 +22,7 @@ import numpy as np
 from ..errors import AndreasError
 from .base import Plan, Snapshot, TimedPlan, register, revisit_at
 from .consolidate import ARRIVAL_MARGIN, consolidate
+from .forward_check import keeps_cost
 from .company import (DEFAULT_MAX_LOAD, DEFAULT_SHARE, WAIT_MAX_LOAD, ArrivalLog,
                       hold_for_company, wait_for_a_powered_node)
 from .options import dataclass_options, option
@@ -82,6 +83,9 @@ class GreedyParams:
         ARRIVAL_MARGIN, "run the queue on fewer powered nodes when a timeline of the known "
         "jobs keeps each in time, ends stretched by this share of the offered load x the time "
         "from now (consolidate.py); off: never")
+    forward_check: bool = option(
+        True, "keep the holds of a decision only if, played forward with sampled arrivals, "
+        "they cost no more than running the held jobs now (forward_check.py)")
 
     def __post_init__(self) -> None:
         if self.score not in SCORES:
@@ -370,12 +374,16 @@ def refine(snapshot: Snapshot, plan: Plan, params: GreedyParams, arrivals: Arriv
             plan, awaited = consolidate(snapshot, plan, share=params.hold_share, load=load,
                                         margin=params.consolidate_margin)
         if len(plan) == len(snapshot.jobs):
+            unheld = plan
             if load < WAIT_MAX_LOAD and not awaited:
                 plan, awaited = wait_for_a_powered_node(snapshot, plan, share=params.hold_share)
                 wakes.append(revisit_at(plan))
             plan = hold_for_company(snapshot, plan, share=params.hold_share, load=load,
                                     max_load=params.hold_max_load, awaited=awaited)
             wakes.append(revisit_at(plan))
+            if params.forward_check and len(plan) < len(unheld) and not keeps_cost(
+                    snapshot, unheld, plan, arrivals, params.seed):
+                plan, wakes = unheld, []  # the holds lose played forward: run them now
     revisit = min((w for w in wakes if w is not None), default=None)
     if params.defer and snapshot.cluster.tariff is not None:
         plan = defer_for_cheaper_hours(snapshot, plan)
@@ -411,5 +419,5 @@ def andreas_paper(**params: object) -> RandomizedGreedy:
     params = {k: v for k, v in params.items() if k in GreedyParams.__dataclass_fields__}
     params.update(order="pressure", score="proxy", defer=False, power_limits=False,
                   slack_guard=None, config_energy="alone", hold_share=None, resize_max_load=0.0,
-                  consolidate_margin=None)
+                  consolidate_margin=None, forward_check=False)
     return RandomizedGreedy("andreas-paper", GreedyParams(**params))  # type: ignore[arg-type]

@@ -39,13 +39,16 @@ class JobForecast:
 
 def forecast(snapshot: Snapshot, plan: Plan, policy: Policy, *,
              start_pays_overhead: bool = False,
-             decisions: list[ForeseenDecision] | None = None) -> dict[str, JobForecast]:
+             decisions: list[ForeseenDecision] | None = None,
+             arrivals: tuple[Job, ...] = ()) -> dict[str, JobForecast]:
     """Per job: predicted completion and the cost still to come (energy from now on, plus
     tardiness at the predicted completion).
 
     With `start_pays_overhead`, a job's first start also pays the cluster's restart overhead:
     true of real processes (interpreter, data loading), which the paper's model leaves out.
-    A `decisions` list receives the later decisions the forecast made, in order."""
+    A `decisions` list receives the later decisions the forecast made, in order. `arrivals`
+    are jobs assumed to arrive later (submit times after now, on the snapshot's clock): the
+    forward check samples them."""
     now = snapshot.time  # the simulation runs on times relative to now: the simulator's
     jobs, preset = [], {}  # tolerances are relative to the clock, and Unix times are large
     for view in snapshot.jobs:
@@ -64,6 +67,8 @@ def forecast(snapshot: Snapshot, plan: Plan, policy: Policy, *,
                                           overhead)
     if not jobs:
         return {}
+    jobs.extend(replace(job, submit_time=job.submit_time - now, due_date=job.due_date - now)
+                for job in sorted(arrivals, key=lambda j: j.submit_time))
     scenario = Scenario(snapshot.cluster, snapshot.profiles, tuple(jobs), name="forecast")
     wake = revisit_at(plan)  # a plan holding jobs back starts them then at the latest
     simulator = Simulator(scenario, policy, start=0.0, preset=preset,

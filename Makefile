@@ -3,6 +3,9 @@
 # make test  - set up and run the whole test suite
 # make bench - time whole simulations per policy and one service decision; writes
 #              bench/results.md and bench/service.md
+# make zoo   - the benchmark zoo: every policy on 13 scenario families (generated and real
+#              traces; needs ../shared/data); writes bench/zoo.md, bench/zoo.png, bench/zoo.runs.csv
+# make lint  - ruff on src, tests and bench (make test runs it first)
 # make bench-scale - the whole Philly trace with every fast policy in 300 s rounds (needs
 #              ../shared/data; about 20 minutes); writes bench/scale.md
 PYTHON ?= python3
@@ -10,7 +13,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench bench-scale install clean
+.PHONY: demo test lint zoo bench bench-scale install clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -29,8 +32,18 @@ demo: $(STAMP)
 	$(BIN)/andreas compare --generate 10 --instances 5 --lambda 10000 --seeds 1-5 \
 		--policies fifo,edf,ps,greedy,andreas --out demo-out/compare --report demo-out/report
 
-test: $(STAMP)
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+
+test: $(STAMP) lint
 	$(BIN)/python -m pytest
+
+zoo: $(STAMP)
+	$(BIN)/python bench/zoo/run.py --out bench/zoo.md \
+		--variant 'andreas-no-forward-check=andreas:forward_check=false' \
+		--variant 'andreas-no-hold=andreas:hold_share=off' \
+		--variant 'andreas-no-consolidate=andreas:consolidate_margin=off' \
+		--variant 'andreas-no-resize=andreas:resize_max_load=0' 
 
 bench: $(STAMP)
 	$(BIN)/python bench/simulate_bench.py --out bench/results.md

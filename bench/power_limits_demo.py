@@ -20,7 +20,7 @@ from pathlib import Path
 
 from andreas.catalogue import catalogue_power_limits_path
 from andreas.io import read_cluster, read_profiles
-from andreas.model import Cluster, Job, Node, Profiles, Scenario
+from andreas.model import Cluster, Job, Profiles, Scenario
 from andreas.policies import make_policy
 from andreas.sim.engine import simulate
 

@@ -16,7 +16,7 @@ import statistics
 from dataclasses import replace
 from pathlib import Path
 
-from andreas.io import read_tariff, Fields, load_located_yaml
+from andreas.io import Fields, load_located_yaml, read_tariff
 from andreas.model import Scenario
 from andreas.policies import make_policy
 from andreas.sim.engine import simulate

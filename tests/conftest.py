@@ -4,8 +4,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 import itertools
-import shutil
-import subprocess
 import textwrap
 
 import pytest

@@ -3,6 +3,7 @@
 import math
 
 import pytest
+from helpers import cluster, job, scenario, snapshot
 
 from andreas.errors import AndreasError
 from andreas.policies import make_policy
@@ -10,7 +11,6 @@ from andreas.policies.orderings import ATC_K
 from andreas.policies.planning import PlanningContext
 from andreas.policies.scoring import lookahead, proxy
 from andreas.sim.engine import simulate
-from helpers import cluster, job, scenario, snapshot
 
 E = 1e-7  # EUR per joule with the helpers' default price
 
@@ -65,8 +65,9 @@ def test_running_job_moves_only_when_moving_is_free(overhead, expected_node):
 
 
 def test_restart_overhead_is_paid_on_moves_and_counted(tmp_path):
-    from andreas.sim.generate import generate_paper_style, load_template
     from dataclasses import replace
+
+    from andreas.sim.generate import generate_paper_style, load_template
     sc = generate_paper_style(load_template("paper"), 3, 7, 4000)
     costly = replace(sc, cluster=replace(sc.cluster, restart_overhead_s=120.0))
     free = simulate(sc, make_policy("greedy"))
@@ -90,6 +91,7 @@ from hypothesis import strategies as st  # noqa: E402
 def test_fast_and_plain_randomized_greedy_agree(nodes, lam, seed, overhead, score, extra,
                                                config_energy):
     from dataclasses import replace
+
     from andreas.sim.generate import generate_paper_style, load_template
     sc = generate_paper_style(load_template("paper"), nodes, seed, lam, jobs_per_node=3)
     sc = replace(sc, cluster=replace(sc.cluster, restart_overhead_s=overhead))
@@ -102,8 +104,8 @@ def test_fast_and_plain_randomized_greedy_agree(nodes, lam, seed, overhead, scor
 
 
 def test_fast_and_plain_elites_agree_on_one_decision():
-    from andreas.sim.generate import generate_paper_style, load_template
     from andreas.policies.base import JobView, Snapshot
+    from andreas.sim.generate import generate_paper_style, load_template
     sc = generate_paper_style(load_template("paper"), 8, 3, 50000)
     snap = Snapshot(0.0, sc.cluster, sc.profiles,
                     tuple(JobView(j, j.epochs) for j in sc.jobs[:40]))

@@ -5,13 +5,13 @@ simulator and service revisiting a held job when it must start."""
 import math
 
 import pytest
+from helpers import Scripted, cluster, job, scenario, snapshot
 
 from andreas.policies import make_policy
 from andreas.policies.base import Assignment, TimedPlan, revisit_at
 from andreas.policies.company import ArrivalLog, hold_for_company, wait_for_a_powered_node
 from andreas.policies.greedy import GreedyParams, refine
 from andreas.sim.engine import simulate
-from helpers import Scripted, cluster, job, scenario, snapshot
 
 # One node of 2 GPUs drawing 300 W with one busy, 400 W with two; 10 s per epoch on 1 GPU.
 CLUSTER = cluster([("n0", "A", 2), ("n1", "A", 2)], {"A": [300, 400]})

@@ -5,13 +5,13 @@ margin, the slack a job keeps to end later than planned), and a whole simulation
 import math
 
 import pytest
+from helpers import cluster, job, scenario, snapshot
 
 from andreas.policies import make_policy
 from andreas.policies.base import Assignment
 from andreas.policies.consolidate import consolidate, node_energy
 from andreas.policies.greedy import GreedyParams
 from andreas.sim.engine import simulate
-from helpers import cluster, job, scenario, snapshot
 
 # n0: type A, 2 GPUs, 300 W with one busy, 400 W with two; n1: type B, 1 GPU, 500 W and half
 # as fast (10 and 20 s per epoch).

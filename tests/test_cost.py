@@ -1,11 +1,11 @@
 """Hand-computed cost cases. Power and price are chosen so that 1 J costs 1e-7 EUR."""
 
 import pytest
+from helpers import Scripted, cluster, job, scenario
 
 from andreas.cost import account_segments
 from andreas.policies import make_policy
 from andreas.sim.engine import simulate
-from helpers import Scripted, cluster, job, scenario
 
 E = 1e-7  # EUR per joule in these cases
 
@@ -78,7 +78,8 @@ def test_paused_and_resumed_job(overhead, completion, energy_j, tardiness):
     if overhead:
         expected.append(("a", "restart", 50.0, 55.0, 0.0))
     expected.append(("a", "run", 50.0 + overhead, completion, 7.0))
-    assert sorted(phases, key=lambda p: (p[2], p[0])) == sorted(expected, key=lambda p: (p[2], p[0]))
+    assert sorted(phases, key=lambda p: (p[2], p[0])) == \
+        sorted(expected, key=lambda p: (p[2], p[0]))
     # The independent recomputation from segments agrees.
     again = account_segments(sc.cluster, sc.jobs, r.segments)
     assert again.total_cost == pytest.approx(r.summary["total_cost"])

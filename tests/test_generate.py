@@ -33,7 +33,8 @@ def test_generator_rules(paper):
         assert WEIGHT_RANGE[0] <= j.tardiness_weight <= WEIGHT_RANGE[1]
     # Mean inter-arrival λ/N, checked on a large instance.
     big = generate_paper_style(paper, 100, seed=2, lam=50000, jobs_per_node=100)
-    assert np.mean(np.diff([j.submit_time for j in big.jobs])) == pytest.approx(500, rel=0.04)  # 10,000 gaps: SE 1 %
+    # 10,000 gaps: SE 1 %
+    assert np.mean(np.diff([j.submit_time for j in big.jobs])) == pytest.approx(500, rel=0.04)
 
 
 def test_generated_scenario_round_trips_through_files(paper, tmp_path):

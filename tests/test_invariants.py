@@ -4,6 +4,7 @@ import json
 from collections import defaultdict
 
 import pytest
+from helpers import cluster, job, policy_with, scenario
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -11,7 +12,6 @@ from andreas.cost import account_segments
 from andreas.policies import make_policy, policy_names
 from andreas.sim.engine import simulate
 from andreas.sim.output import recompute, write_result
-from helpers import policy_with, cluster, job, scenario
 
 
 @st.composite

@@ -3,6 +3,7 @@
 import itertools
 
 import pytest
+from helpers import cluster, job, policy_with, scenario, snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -11,12 +12,11 @@ from andreas.optim.milp_policy import build_milp, decision_cost, plan_from_solut
 from andreas.policies import make_policy
 from andreas.policies.planning import PlanningContext
 from andreas.sim.engine import simulate
-from helpers import policy_with, cluster, job, scenario, snapshot
 
 
 def brute_force(ctx):
     options = []
-    for j, cands in enumerate(ctx.cands):
+    for _j, cands in enumerate(ctx.cands):
         opts = [None]
         for cand in cands:
             for n in ctx.nodes_of_type[cand.gpu_type]:
@@ -128,11 +128,12 @@ def test_hindsight_bound_is_below_every_policy(sc, slots):
 
 
 def test_bound_command(tmp_path):
-    from andreas.io import write_scenario
-    from andreas.sim.generate import generate_paper_style, load_template
+    import json
     import subprocess
     import sys
-    import json
+
+    from andreas.io import write_scenario
+    from andreas.sim.generate import generate_paper_style, load_template
     sc = generate_paper_style(load_template("paper"), 2, 4, 20000, jobs_per_node=2)
     write_scenario(sc, tmp_path / "sc")
     run = subprocess.run([sys.executable, "-m", "andreas", "bound", str(tmp_path / "sc"),

@@ -1,13 +1,13 @@
 """Ordering of the baselines, best-fit placement, and the Randomized Greedy against the greedy."""
 
 import pytest
+from helpers import cluster, job, scenario, snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from andreas.policies import make_policy
 from andreas.policies.greedy import RandomizedGreedy
 from andreas.policies.planning import PlanningContext
-from helpers import cluster, job, scenario, snapshot
 
 ONE_GPU = {"p": {("G", 1): 10.0}}
 

@@ -6,8 +6,10 @@ import subprocess
 import sys
 
 import pytest
+from helpers import Scripted, cluster, job
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_invariants import check_invariants
 
 from andreas.cost import account_segments
 from andreas.errors import ScenarioError
@@ -17,8 +19,6 @@ from andreas.policies import make_policy
 from andreas.policies.base import Assignment, JobView, Snapshot
 from andreas.policies.power_limits import choose_power_limits
 from andreas.sim.engine import simulate
-from helpers import Scripted, cluster, job
-from test_invariants import check_invariants
 
 # default limit 200 W: 10 s/epoch at 180 W per GPU; 150 W: 12 s at 140 W; 100 W: 15 s at 100 W
 LEVELS = (PowerLevel(200, 10.0, 180.0), PowerLevel(150, 12.0, 140.0), PowerLevel(100, 15.0, 100.0))
@@ -245,6 +245,7 @@ def test_catalogue_power_limits_drive_the_cli(tmp_path):
 
 def test_service_refuses_power_limit_profiles(tmp_path):
     from conftest import write_service_files
+
     from andreas.service.config import read_service_config
 
     config = write_service_files(tmp_path)

@@ -1,14 +1,14 @@
 """Round-based rescheduling (`period_only`): the policy is asked only at the period's ticks."""
 
 import pytest
+from helpers import cluster, job, policy_with, scenario
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_invariants import check_invariants, scenarios
 
 from andreas.errors import AndreasError
 from andreas.policies import make_policy, policy_names
 from andreas.sim.engine import simulate
-from helpers import policy_with, cluster, job, scenario
-from test_invariants import check_invariants, scenarios
 
 
 def test_jobs_start_at_the_next_round_by_hand():
@@ -77,8 +77,7 @@ def test_path_relinking_does_not_leave_jobs_waiting_at_a_negative_price():
     # draw hardly depends on its busy GPUs, at prices 0 and -0.05 EUR/kWh. The look-ahead
     # credited a waiting job with the (negative) energy of running alone, more than sharing
     # the node earns now, so andreas-pr left two jobs waiting on an idle cluster.
-    from andreas.model import Cluster, GpuType, Node, Profiles, Scenario, Tariff
-    from andreas.model import Job
+    from andreas.model import Cluster, GpuType, Job, Node, Profiles, Scenario, Tariff
 
     cl = Cluster({"A": GpuType("A", (50.0, 50.0, 50.0, 51.0))}, (Node("n0", "A", 4),), -0.025,
                  1.0, 0.0, Tariff((0.0, -0.05), 60.0, 0.0))

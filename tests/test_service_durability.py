@@ -111,7 +111,7 @@ def test_kill_minus_9_at_any_moment_loses_nothing(tmp_path):
         for job_id in ids:
             runs = service.get(f"/jobs/{job_id}/runs")
             spans = sorted((r["started_at"], r["ended_at"]) for r in runs)
-            for (s1, e1), (s2, _) in zip(spans, spans[1:]):
+            for (_s1, e1), (s2, _) in zip(spans, spans[1:]):
                 assert e1 is not None and s2 >= e1, "two runs of one job overlapped"
             log = httpx.get(f"{service.url}/jobs/{job_id}/logs", headers=H, timeout=10).text
             assert sorted(set(epoch_lines(log))) == list(range(1, EPOCHS + 1))

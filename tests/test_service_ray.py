@@ -1,8 +1,6 @@
 """The Ray executor on a real local Ray cluster (`ray start --head`), with real jobs."""
 
 import json
-import os
-import shutil
 import socket
 import subprocess
 import sys

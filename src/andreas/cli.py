@@ -23,8 +23,15 @@ from .io import load_scenario, write_scenario
 from .policies import POLICIES, make_policy
 from .policies.options import option_specs, options_for, shared_options
 from .sim.engine import simulate
-from .sim.generate import (ARRIVAL_PATTERNS, DEFAULT_LAMBDA, WEIGHT_RANGE, WorkloadShape,
-                           generate, generate_paper_style, load_template)
+from .sim.generate import (
+    ARRIVAL_PATTERNS,
+    DEFAULT_LAMBDA,
+    WEIGHT_RANGE,
+    WorkloadShape,
+    generate,
+    generate_paper_style,
+    load_template,
+)
 from .sim.output import atomic_directory, load_output, recompute, write_result
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,

@@ -96,7 +96,8 @@ class _Fields:
                 raise self.error(self.name(key), "missing; expected a number")
             return default
         value = item.value
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or not math.isfinite(value)):
             raise self.error(self.name(key), f"expected a number, got {value!r}", item.line)
         if positive and value <= 0:
             raise self.error(self.name(key), f"expected a number > 0, got {value!r}", item.line)

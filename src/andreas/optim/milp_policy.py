@@ -8,8 +8,8 @@ minimising the per-decision cost (`decision_cost`):
   modelled exactly through binary variables y[n, b], one per busy-GPU level), plus its tardiness
   ω·max(0, now + t − due) if it finished as planned;
 - a waiting job pays what it will still owe: the energy of its cheapest run alone on a node (none
-  at a negative price), plus 1 % and 1e-6 EUR so that running now wins ties, plus the paper's proxy penalty 100·ω·max(0, now + t_max −
-  due).
+  at a negative price), plus 1 % and 1e-6 EUR so that running now wins ties, plus the paper's
+  proxy penalty 100·ω·max(0, now + t_max − due).
 
 HiGHS solves it with a time limit, warm-started from the Randomized Greedy's plan; on time-out
 the best plan found is used and the gap is recorded in `stats`.
@@ -20,12 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..policies.base import Plan, Snapshot, register
-from ..policies.options import OptionSpec
 from ..policies.greedy import GreedyParams, RandomizedGreedy
+from ..policies.options import OptionSpec
 from ..policies.planning import Candidate, PlanningContext
 
 WAIT_ENERGY_MARGIN = 1.01
-WAIT_TIE_EUR = 1e-6  # and a micro-euro: running wins when running adds nothing (a node at idle draw)
+# and a micro-euro: running wins when running adds nothing (a node at idle draw)
+WAIT_TIE_EUR = 1e-6
 
 Placed = list[tuple[int, Candidate] | None]
 

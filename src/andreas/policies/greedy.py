@@ -21,15 +21,21 @@ import numpy as np
 
 from ..errors import AndreasError
 from .base import Plan, Snapshot, TimedPlan, register, revisit_at
+from .company import (
+    DEFAULT_MAX_LOAD,
+    DEFAULT_SHARE,
+    WAIT_MAX_LOAD,
+    ArrivalLog,
+    hold_for_company,
+    wait_for_a_powered_node,
+)
 from .consolidate import ARRIVAL_MARGIN, consolidate
 from .forward_check import keeps_cost
-from .company import (DEFAULT_MAX_LOAD, DEFAULT_SHARE, WAIT_MAX_LOAD, ArrivalLog,
-                      hold_for_company, wait_for_a_powered_node)
 from .options import dataclass_options, option
 from .orderings import ORDERINGS
+from .planning import Candidate, JobsToCome, PlanningContext
 from .power_limits import choose_power_limits
 from .pricing import defer_for_cheaper_hours
-from .planning import Candidate, JobsToCome, PlanningContext
 from .resizing import climb, evaluation_budget, resized
 from .scoring import SCORES
 

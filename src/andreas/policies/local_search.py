@@ -30,8 +30,7 @@ from typing import Callable
 
 from .base import Plan, Snapshot, register
 from .company import ArrivalLog
-from .greedy import (GREEDY_OPTIONS, GreedyParams, RandomizedGreedy, refine,
-                     spends_needed_slack)
+from .greedy import GREEDY_OPTIONS, GreedyParams, RandomizedGreedy, refine, spends_needed_slack
 from .planning import Candidate, PlanningContext
 from .resizing import climb, resized
 from .scoring import SCORES

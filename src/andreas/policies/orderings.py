@@ -61,5 +61,6 @@ def adaptive(ctx: PlanningContext, jobs: list[int]) -> list[int]:
     return atc(ctx, jobs) if hopeless >= OVERLOAD_SHARE * len(jobs) else pressure(ctx, jobs)
 
 
-ORDERINGS: dict[str, Ordering] = {"adaptive": adaptive, "fifo": fifo, "edf": edf, "ps": ps, "wspt": wspt, "atc": atc,
+ORDERINGS: dict[str, Ordering] = {"adaptive": adaptive, "fifo": fifo, "edf": edf, "ps": ps,
+                                  "wspt": wspt, "atc": atc,
                                   "pressure": pressure}

@@ -24,13 +24,13 @@ from typing import Callable
 from sqlalchemy import select
 
 from ..catalogue import canonical_gpu
+from ..executors import Executor, LaunchRequest, NodeInfo
+from ..executors.launch import LOCKED_EXIT
+from ..measure.nvml import NvmlMeter
 from ..model import Cluster, Job, Node, Profiles
 from ..policies import make_policy
 from ..policies.base import Assignment, JobView, Snapshot, TimedPlan, check_plan, revisit_at
 from ..sim.forecast import ForeseenDecision, forecast
-from ..executors import Executor, LaunchRequest, NodeInfo
-from ..executors.launch import LOCKED_EXIT
-from ..measure.nvml import NvmlMeter
 from .config import ServiceConfig
 from .db import ACTIVE_STATES, JobRow, ProgressRow, RunRow
 from .energy import modelled_costs, run_segments

@@ -18,8 +18,7 @@ from typing import Callable, Mapping
 from ..cost import tardiness_cost
 from ..errors import AndreasError
 from ..model import Job, Scenario, Segment
-from ..policies.base import (Assignment, JobView, Policy, Snapshot, TimedPlan, check_plan,
-                             revisit_at)
+from ..policies.base import Assignment, JobView, Policy, Snapshot, TimedPlan, check_plan, revisit_at
 
 EPS = 1e-9
 

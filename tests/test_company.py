@@ -8,8 +8,9 @@ import pytest
 from helpers import Scripted, cluster, job, scenario, snapshot
 
 from andreas.policies import make_policy
-from andreas.policies.base import Assignment, TimedPlan, revisit_at
+from andreas.policies.base import Assignment, revisit_at
 from andreas.policies.company import ArrivalLog, hold_for_company, wait_for_a_powered_node
+from andreas.policies.decision import Decision
 from andreas.policies.greedy import GreedyParams, refine
 from andreas.sim.engine import simulate
 
@@ -207,7 +208,7 @@ def test_a_revisit_is_a_decision_point_and_not_a_stall():
     class Holding(Scripted):
         def decide(self, snap):
             plan = super().decide(snap)
-            return plan if snap.time >= 50.0 else TimedPlan({}, 50.0)
+            return plan if snap.time >= 50.0 else Decision({}, 50.0)
 
     sc = _one_node(job("j", submit=0.0, epochs=1.0))
     result = simulate(sc, Holding(lambda t, ids: {"j": ("n0", 1)}))
@@ -230,7 +231,7 @@ def test_the_service_replans_when_a_held_job_must_start(tmp_path):
         name = "hold"
 
         def decide(self, snap):
-            return TimedPlan({}, 1100.0) if snap.time < 1100.0 else {}
+            return Decision({}, 1100.0) if snap.time < 1100.0 else {}
 
     config = read_service_config(write_service_files(tmp_path))
     store = Store(config.database_url)

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 from helpers import cluster, job, scenario, snapshot
 
-from andreas.policies.base import Assignment, TimedPlan
+from andreas.policies.base import Assignment
 from andreas.policies.company import ArrivalLog
+from andreas.policies.decision import Decision
 from andreas.policies.forward_check import MAX_SAMPLED, future_cost, keeps_cost, sample_arrivals
 
 # one node of 2 GPUs: 100 W with one busy, 150 W with two; 1e-7 EUR per joule
@@ -18,7 +19,7 @@ def test_a_hold_that_makes_a_job_late_is_undone():
     sc = scenario(CL, PROFILES, [job("a", due=100.0, weight=0.01)])
     snap = snapshot(sc, now=0.0)
     now_plan = {"a": Assignment("n", 1)}
-    held = TimedPlan({}, revisit_at=50.0)  # waits 50 s, then runs: 50 s late
+    held = Decision({}, revisit_at=50.0)  # waits 50 s, then runs: 50 s late
     # by hand: running now costs 100 s x 100 W x 1e-7 = 1e-3 EUR; held, the follower starts it
     # at 50 s on the configuration that meets... none does, so the fastest (2 GPUs, 60 s):
     # 60 x 150 W x 1e-7 = 9e-4 EUR + 10 s late x 0.01 = 0.1 EUR

@@ -85,17 +85,9 @@ Plan = Mapping[str, Assignment]
 """job_id -> where it runs until the next rescheduling point; a job not in the plan waits."""
 
 
-class TimedPlan(dict):
-    """A plan that also names the time by which the policy must be asked again, even if no job
-    arrives or ends: a policy that holds a job back on purpose says when it must start at the
-    latest. Drivers read it with `revisit_at`; a plain mapping has no such time."""
-
-    def __init__(self, assignments: Mapping[str, Assignment], revisit_at: float | None):
-        super().__init__(assignments)
-        self.revisit_at = revisit_at
-
-
 def revisit_at(plan: Plan) -> float | None:
+    """When the policy must be asked again, even if nothing happens (`decision.Decision`);
+    None for a plain mapping."""
     return getattr(plan, "revisit_at", None)
 
 

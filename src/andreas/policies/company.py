@@ -18,7 +18,7 @@ may wait instead, in two ways:
   while the offered load is below `max_load` (0.5).
 
 Both are only for plans that place every job, and never on nodes that stay powered when idle
-(`idle_w` > 0). The plan asks to be revisited (`TimedPlan.revisit_at`) when the first held
+(`idle_w` > 0). The plan asks to be revisited (`Decision.revisit_at`) when the first held
 job should start. The offered load (the work arriving per second, per GPU) comes from the
 arrivals the policy has seen (`ArrivalLog`); with fewer than two it is unknown, and nothing is
 held.
@@ -29,9 +29,15 @@ from __future__ import annotations
 import math
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
 
 from ..model import Job, Node
-from .base import Assignment, JobView, Plan, Snapshot, TimedPlan
+
+if TYPE_CHECKING:
+    from .greedy import GreedyParams
+from .base import Assignment, JobView, Plan, Snapshot
+from .decision import Decision, Reason
+from .pipeline import StepContext, register_step
 
 DEFAULT_SHARE = 0.1  # slack kept at the latest start, as a share of the planned run time
 DEFAULT_MAX_LOAD = 0.5  # hold for company only while the offered load is below this
@@ -82,13 +88,13 @@ class ArrivalLog:
 
 def hold_for_company(snapshot: Snapshot, plan: Plan, *, share: float = DEFAULT_SHARE,
                      load: float = 0.0, max_load: float = DEFAULT_MAX_LOAD,
-                     awaited: Collection[str] = ()) -> Plan:
+                     awaited: Collection[str] = ()) -> Decision:
     """`plan` less the jobs it would run alone on a node while they have more than `share` ×
     their run time of slack (a running job is paused), revisited when the first must start.
     For a plan that places every job; jobs it leaves out were held by the caller, some of them
     waiting to join the `awaited` nodes, whose jobs have company coming and are not held."""
     if not load < max_load:
-        return plan
+        return Decision.of(plan)
     per_node: dict[str, int] = {}
     for a in plan.values():
         per_node[a.node] = per_node.get(a.node, 0) + 1
@@ -96,6 +102,7 @@ def hold_for_company(snapshot: Snapshot, plan: Plan, *, share: float = DEFAULT_S
     gpu_types = snapshot.cluster.gpu_types
     out = dict(plan)
     wake = math.inf
+    reasons: dict[str, Reason] = {}
     for view in snapshot.jobs:
         a = plan.get(view.job_id)
         if a is None or per_node[a.node] > 1 or a.node in awaited:
@@ -106,8 +113,10 @@ def hold_for_company(snapshot: Snapshot, plan: Plan, *, share: float = DEFAULT_S
             view, node_type[a.node], a)
         if latest > snapshot.time + 1.0:  # at least a second ahead: no busy loop of revisits
             del out[view.job_id]
+            reasons[view.job_id] = Reason("held_for_company", until=latest)
             wake = min(wake, latest)
-    return TimedPlan(out, wake) if wake < math.inf else out
+    return Decision.of(plan).replaced(out, revisit_at=wake if wake < math.inf else None,
+                                      reasons=reasons)
 
 
 def _usage(runs: list[tuple[float, float, int]], t0: float, t1: float) -> list[tuple[float, int]]:
@@ -126,7 +135,7 @@ def _earliest_start(runs: list[tuple[float, float, int]], capacity: int, gpus: i
 
 
 def wait_for_a_powered_node(snapshot: Snapshot, plan: Plan, *, share: float = DEFAULT_SHARE
-                            ) -> tuple[Plan, set[str]]:
+                            ) -> tuple[Decision, set[str]]:
     """`plan` less the jobs it would run alone on a node that can instead wait for GPUs to free
     on a node the plan keeps powered (see the module's docstring), revisited when the first
     such GPUs should free; and the nodes those jobs wait for. For a plan that places every
@@ -144,6 +153,7 @@ def wait_for_a_powered_node(snapshot: Snapshot, plan: Plan, *, share: float = DE
     out = dict(plan)
     wake = math.inf
     awaited: set[str] = set()
+    reasons: dict[str, Reason] = {}
     for job_id in sorted(alone, key=lambda j: views[j].job.due_date):
         view, home = views[job_id], plan[job_id]
         if len(runs[home.node]) > 1:
@@ -159,8 +169,10 @@ def wait_for_a_powered_node(snapshot: Snapshot, plan: Plan, *, share: float = DE
             runs[home.node] = []
             runs[node].append((start, end, gpus))
             awaited.add(node)
+            reasons[job_id] = Reason("waiting_for_gpus", until=start, node=node)
             wake = min(wake, start)
-    return (TimedPlan(out, wake) if wake < math.inf else out), awaited
+    return Decision.of(plan).replaced(out, revisit_at=wake if wake < math.inf else None,
+                                      reasons=reasons), awaited
 
 
 def _cheapest_wait(snapshot: Snapshot, view: JobView,
@@ -189,3 +201,57 @@ def _cheapest_wait(snapshot: Snapshot, view: JobView,
             if best is None or added < best[0]:
                 best = (added, name, start, start + run, gpus)
     return best
+
+
+def _all_placed_or_waiting(snapshot: Snapshot, decision: Decision) -> bool:
+    """Every job runs, or waits for GPUs of a powered node (the holds' precondition: a plan
+    that leaves a job out for lack of GPUs, or that consolidation changed, is not held)."""
+    return all(v.job_id in decision or (v.job_id in decision.reasons and
+                                        decision.reasons[v.job_id].kind == "waiting_for_gpus")
+               for v in snapshot.jobs)
+
+
+@register_step("wait")
+@dataclass(frozen=True)
+class WaitForPoweredNode:
+    """Step: a job the plan would run alone on a node waits for GPUs of a powered node
+    (`wait_for_a_powered_node`), while the offered load is below `WAIT_MAX_LOAD`."""
+
+    share: float
+    name: ClassVar[str] = "wait"
+
+    @classmethod
+    def configure(cls, params: "GreedyParams") -> "WaitForPoweredNode | None":
+        return None if params.hold_share is None else cls(params.hold_share)
+
+    def apply(self, snapshot: Snapshot, decision: Decision, ctx: StepContext) -> Decision:
+        if (snapshot.cluster.tariff is not None or not ctx.load < WAIT_MAX_LOAD or ctx.awaited
+                or not _all_placed_or_waiting(snapshot, decision)):
+            return decision
+        held, awaited = wait_for_a_powered_node(snapshot, decision, share=self.share)
+        ctx.awaited |= awaited
+        return decision.replaced(held, revisit_at=held.revisit_at, reasons=held.reasons)
+
+
+@register_step("company")
+@dataclass(frozen=True)
+class HoldForCompany:
+    """Step: a job the plan would run alone on a node waits, until its latest start, for a
+    later arrival to share the node (`hold_for_company`), below `max_load`."""
+
+    share: float
+    max_load: float
+    name: ClassVar[str] = "company"
+
+    @classmethod
+    def configure(cls, params: "GreedyParams") -> "HoldForCompany | None":
+        if params.hold_share is None:
+            return None
+        return cls(params.hold_share, params.hold_max_load)
+
+    def apply(self, snapshot: Snapshot, decision: Decision, ctx: StepContext) -> Decision:
+        if snapshot.cluster.tariff is not None or not _all_placed_or_waiting(snapshot, decision):
+            return decision
+        held = hold_for_company(snapshot, decision, share=self.share, load=ctx.load,
+                                max_load=self.max_load, awaited=ctx.awaited)
+        return decision.replaced(held, revisit_at=held.revisit_at, reasons=held.reasons)

@@ -30,9 +30,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 from ..model import GpuType, Node
 from .base import Assignment, JobView, Plan, Snapshot
+from .decision import Decision, Reason
+from .pipeline import StepContext, register_step
+
+if TYPE_CHECKING:
+    from .greedy import GreedyParams
 
 EPS = 1e-9
 ARRIVAL_MARGIN = 0.02  # share of the arriving work (offered load) that stretches each end
@@ -263,3 +269,31 @@ def consolidate(snapshot: Snapshot, plan: Plan, *, share: float, load: float,
             keep = [n.name for n in subset]
             best_cost, best = result[0], result[1:]
     return (plan, set()) if best is None else best
+
+
+@register_step("consolidate")
+@dataclass(frozen=True)
+class Consolidate:
+    """Step: run the queue on fewer powered nodes or smaller configurations when a timeline of
+    the known jobs keeps each in time (`consolidate`). Not with a tariff (prices decide when
+    jobs wait), nor with a pass budget (the timeline is plain Python: trace replays)."""
+
+    share: float
+    margin: float
+    name: ClassVar[str] = "consolidate"
+
+    @classmethod
+    def configure(cls, params: "GreedyParams") -> "Consolidate | None":
+        if params.hold_share is None or params.consolidate_margin is None or params.pass_budget:
+            return None
+        return cls(params.hold_share, params.consolidate_margin)
+
+    def apply(self, snapshot: Snapshot, decision: Decision, ctx: StepContext) -> Decision:
+        if snapshot.cluster.tariff is not None:
+            return decision
+        plan, awaited = consolidate(snapshot, decision, share=self.share, load=ctx.load,
+                                    margin=self.margin)
+        ctx.awaited |= awaited
+        left = {v.job_id: Reason("consolidated") for v in snapshot.jobs
+                if v.job_id not in plan and v.job_id in decision}
+        return decision.replaced(plan, reasons=left)

@@ -20,22 +20,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import AndreasError
-from .base import Plan, Snapshot, TimedPlan, register, revisit_at
-from .company import (
-    DEFAULT_MAX_LOAD,
-    DEFAULT_SHARE,
-    WAIT_MAX_LOAD,
-    ArrivalLog,
-    hold_for_company,
-    wait_for_a_powered_node,
-)
-from .consolidate import ARRIVAL_MARGIN, consolidate
-from .forward_check import keeps_cost
+from . import company, consolidate, power_limits, pricing  # noqa: F401  (register the steps)
+from .base import Plan, Snapshot, register
+from .company import DEFAULT_MAX_LOAD, DEFAULT_SHARE, ArrivalLog
+from .consolidate import ARRIVAL_MARGIN
+from .decision import Decision
 from .options import dataclass_options, option
 from .orderings import ORDERINGS
+from .pipeline import DEFAULT_STEPS, resolve, run_pipeline
 from .planning import Candidate, JobsToCome, PlanningContext
-from .power_limits import choose_power_limits
-from .pricing import defer_for_cheaper_hours
 from .resizing import climb, evaluation_budget, resized
 from .scoring import SCORES
 
@@ -92,6 +85,12 @@ class GreedyParams:
     forward_check: bool = option(
         True, "keep the holds of a decision only if, played forward with sampled arrivals, "
         "they cost no more than running the held jobs now (forward_check.py)")
+    checked_steps: tuple[str, ...] = option(
+        ("wait", "company"), "steps whose decisions the forward check judges, as a group: "
+        "kept only if no dearer played forward than the decision before them")
+    steps: tuple[str, ...] = option(
+        DEFAULT_STEPS, "the plan steps applied to the chosen plan, in order (pipeline.py): "
+        "consolidate, wait, company, defer, power_limits, or module:Class")
 
     def __post_init__(self) -> None:
         if self.score not in SCORES:
@@ -114,6 +113,8 @@ class GreedyParams:
         if self.config_energy not in CONFIG_ENERGIES:
             raise AndreasError(f"unknown config_energy {self.config_energy!r}; expected one "
                                f"of {', '.join(CONFIG_ENERGIES)}")
+        for step in self.steps:
+            resolve(step)  # an unknown step is an error now, not at the first decision
         if self.impl not in ("fast", "plain"):
             raise AndreasError(f"unknown implementation {self.impl!r}; expected fast or plain")
         for order in (self.order, *self.extra_orders):
@@ -366,36 +367,13 @@ def spends_needed_slack(ctx: PlanningContext, base: Placed, other: Placed,
     return False
 
 
-def refine(snapshot: Snapshot, plan: Plan, params: GreedyParams, arrivals: ArrivalLog) -> Plan:
-    """The decisions taken on a chosen plan: run the queue on fewer powered nodes or smaller
-    configurations when a timeline of the known jobs keeps them in time, hold jobs rather than
-    power a node for one alone, until GPUs free on a powered node or for company (one price:
-    with a tariff, when a job waits is the price's to decide), or wait for cheaper hours; then
-    GPU power limits."""
-    wakes = []
-    if params.hold_share is not None and snapshot.cluster.tariff is None:
-        load = arrivals.offered_load(snapshot)
-        awaited: set[str] = set()
-        if params.consolidate_margin is not None and not params.pass_budget:
-            plan, awaited = consolidate(snapshot, plan, share=params.hold_share, load=load,
-                                        margin=params.consolidate_margin)
-        if len(plan) == len(snapshot.jobs):
-            unheld = plan
-            if load < WAIT_MAX_LOAD and not awaited:
-                plan, awaited = wait_for_a_powered_node(snapshot, plan, share=params.hold_share)
-                wakes.append(revisit_at(plan))
-            plan = hold_for_company(snapshot, plan, share=params.hold_share, load=load,
-                                    max_load=params.hold_max_load, awaited=awaited)
-            wakes.append(revisit_at(plan))
-            if params.forward_check and len(plan) < len(unheld) and not keeps_cost(
-                    snapshot, unheld, plan, arrivals, params.seed):
-                plan, wakes = unheld, []  # the holds lose played forward: run them now
-    revisit = min((w for w in wakes if w is not None), default=None)
-    if params.defer and snapshot.cluster.tariff is not None:
-        plan = defer_for_cheaper_hours(snapshot, plan)
-    if params.power_limits:
-        plan = choose_power_limits(snapshot, plan)
-    return plan if revisit is None else TimedPlan(plan, revisit)
+def refine(snapshot: Snapshot, plan: Plan, params: GreedyParams, arrivals: ArrivalLog
+           ) -> Decision:
+    """The steps taken on a chosen plan (`params.steps`, see pipeline.py): by default run the
+    queue on fewer powered nodes when a timeline of the known jobs keeps them in time, hold
+    jobs rather than power a node for one alone (forward-checked), wait for cheaper hours,
+    then GPU power limits."""
+    return run_pipeline(snapshot, plan, params, arrivals)
 
 
 GREEDY_OPTIONS = dataclass_options(GreedyParams)
@@ -425,5 +403,5 @@ def andreas_paper(**params: object) -> RandomizedGreedy:
     params = {k: v for k, v in params.items() if k in GreedyParams.__dataclass_fields__}
     params.update(order="pressure", score="proxy", defer=False, power_limits=False,
                   slack_guard=None, config_energy="alone", hold_share=None, resize_max_load=0.0,
-                  consolidate_margin=None, forward_check=False)
+                  consolidate_margin=None, forward_check=False, steps=())
     return RandomizedGreedy("andreas-paper", GreedyParams(**params))  # type: ignore[arg-type]

@@ -19,9 +19,15 @@ The rule, per planned job whose profile lists power limits for its configuration
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, ClassVar
 
 from .base import Plan, Snapshot
+from .decision import Decision
+from .pipeline import StepContext, register_step
+
+if TYPE_CHECKING:
+    from .greedy import GreedyParams
 
 DEFAULT_SLACK = 0.10  # keep a tenth of the capped run time as a buffer before the due date
 
@@ -68,3 +74,18 @@ def choose_power_limits(snapshot: Snapshot, plan: Plan, *, slack: float = DEFAUL
                 best, best_eur = limit, eur
         out[view.job_id] = replace(a, power_limit_w=best)
     return out
+
+
+@register_step("power_limits")
+@dataclass(frozen=True)
+class PowerLimits:
+    """Step: cap the GPUs of jobs with slack when their profiles give power limits."""
+
+    name: ClassVar[str] = "power_limits"
+
+    @classmethod
+    def configure(cls, params: "GreedyParams") -> "PowerLimits | None":
+        return cls() if params.power_limits else None
+
+    def apply(self, snapshot: Snapshot, decision: Decision, ctx: StepContext) -> Decision:
+        return decision.replaced(choose_power_limits(snapshot, decision))

@@ -11,19 +11,30 @@ cheap hours come. Running jobs are not paused for prices (a restart has a cost o
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
 from .base import Plan, Snapshot
+from .decision import Decision, Reason
+from .pipeline import StepContext, register_step
+
+if TYPE_CHECKING:
+    from .greedy import GreedyParams
 
 DEFAULT_MARGIN = 0.10  # defer only for savings above 10 % of the job's energy cost now
 DEFAULT_SLACK = 0.25  # keep a quarter of the run time as a buffer before the latest start
 
 
 def defer_for_cheaper_hours(snapshot: Snapshot, plan: Plan, *, margin: float = DEFAULT_MARGIN,
-                            slack: float = DEFAULT_SLACK) -> dict:
+                            slack: float = DEFAULT_SLACK) -> Decision:
+    """`plan` less the jobs it would start now that cost less than `margin` less at a later
+    price change before their latest start, each with the time of its cheapest start."""
     cluster = snapshot.cluster
     tariff = cluster.tariff
     out = dict(plan)
+    reasons: dict[str, Reason] = {}
     if tariff is None:
-        return out
+        return Decision.of(plan)
     now = snapshot.time
     views = {v.job_id: v for v in snapshot.jobs}
     node_type = {n.name: n.gpu_type for n in cluster.nodes}
@@ -38,7 +49,27 @@ def defer_for_cheaper_hours(snapshot: Snapshot, plan: Plan, *, margin: float = D
             continue
         watts = cluster.gpu_types[gpu_type].extra_w(a.gpus)
         cost_now = cluster.energy_eur(watts, now, now + run_s)
-        later = [cluster.energy_eur(watts, s, s + run_s) for s in tariff.changes(now, latest)]
+        starts = list(tariff.changes(now, latest))
+        later = [cluster.energy_eur(watts, s, s + run_s) for s in starts]
         if later and cost_now - min(later) > margin * abs(cost_now):
             del out[job_id]
-    return out
+            reasons[job_id] = Reason("deferred", until=starts[later.index(min(later))])
+    return Decision.of(plan).replaced(out, reasons=reasons)
+
+
+@register_step("defer")
+@dataclass(frozen=True)
+class DeferForCheaperHours:
+    """Step: with a time-varying price, a job with slack waits for cheaper hours."""
+
+    name: ClassVar[str] = "defer"
+
+    @classmethod
+    def configure(cls, params: "GreedyParams") -> "DeferForCheaperHours | None":
+        return cls() if params.defer else None
+
+    def apply(self, snapshot: Snapshot, decision: Decision, ctx: StepContext) -> Decision:
+        if snapshot.cluster.tariff is None:
+            return decision
+        deferred = defer_for_cheaper_hours(snapshot, decision)
+        return decision.replaced(deferred, reasons=deferred.reasons)

@@ -29,7 +29,8 @@ from ..executors.launch import LOCKED_EXIT
 from ..measure.nvml import NvmlMeter
 from ..model import Cluster, Job, Node, Profiles
 from ..policies import make_policy
-from ..policies.base import Assignment, JobView, Snapshot, TimedPlan, check_plan, revisit_at
+from ..policies.base import Assignment, JobView, Snapshot, check_plan, revisit_at
+from ..policies.decision import Decision
 from ..sim.forecast import ForeseenDecision, forecast
 from .config import ServiceConfig
 from .db import ACTIVE_STATES, JobRow, ProgressRow, RunRow
@@ -345,7 +346,7 @@ class Scheduler:
         """The rest of the queue under `plan` (which holds jobs back until `wake`, if set), and
         the later decisions the forecast made."""
         foreseen: list[ForeseenDecision] = []
-        timed = plan if wake is None else TimedPlan(plan, wake)
+        timed = plan if wake is None else Decision(plan, wake)
         predicted = forecast(snapshot, timed, self.forecast_policy(len(snapshot.jobs)),
                              start_pays_overhead=True, decisions=foreseen)
         return predicted, foreseen

@@ -18,7 +18,8 @@ from typing import Callable, Mapping
 from ..cost import tardiness_cost
 from ..errors import AndreasError
 from ..model import Job, Scenario, Segment
-from ..policies.base import Assignment, JobView, Policy, Snapshot, TimedPlan, check_plan, revisit_at
+from ..policies.base import Assignment, JobView, Policy, Snapshot, check_plan, revisit_at
+from ..policies.decision import Decision
 
 EPS = 1e-9
 
@@ -128,7 +129,7 @@ class Simulator:
         """`start` and `preset` let a live driver forecast from now: jobs submitted by `start`
         begin in the state their `JobView` gives (running where it has an assignment, with its
         remaining restart overhead), and the policy is first asked at the next event, or at
-        `first_revisit` if the preset plan asked to be revisited then (`TimedPlan`).
+        `first_revisit` if the preset plan asked to be revisited then (`Decision.revisit_at`).
         `record_decisions` keeps every decision in `decisions` (the forecast's foreseen plans;
         off by default: on a long trace it holds every active job at every event).
         `period_only` asks the policy only at the period's ticks (round-based, as Gavel does),
@@ -166,7 +167,7 @@ class Simulator:
         self.preset = dict(preset or {})
         self.record_decisions = record_decisions
         self.decisions: list[tuple[float, frozenset[str], dict]] = []  # (time, jobs, plan)
-        # when the last plan asked to be revisited (TimedPlan), even if nothing happens
+        # when the last plan asked to be revisited (Decision.revisit_at), even if nothing happens
         self.revisit = math.inf if first_revisit is None else first_revisit
 
     # ------------------------------------------------------------------ main loop
@@ -300,7 +301,7 @@ class Simulator:
         self.points += 1
         if self.record_decisions:
             self.decisions.append((now, frozenset(active), dict(plan) if wake is None
-                                   else TimedPlan(plan, wake)))
+                                   else Decision(plan, wake)))
         check_plan(snapshot, plan, self.policy.name)
         starts: list[tuple[_JobState, Assignment]] = []
         for job_id, s in active.items():

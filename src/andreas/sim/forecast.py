@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..model import Job, Scenario
-from ..policies.base import JobView, Plan, Policy, Snapshot, TimedPlan, revisit_at
+from ..policies.base import JobView, Plan, Policy, Snapshot, revisit_at
+from ..policies.decision import Decision
 from .engine import Simulator
 
 
@@ -89,7 +90,7 @@ def forecast(snapshot: Snapshot, plan: Plan, policy: Policy, *,
 def _shifted(plan: dict, now: float) -> dict:
     """A foreseen plan on the live clock (the forecast runs on times relative to now)."""
     wake = revisit_at(plan)
-    return dict(plan) if wake is None else TimedPlan(plan, now + wake)
+    return dict(plan) if wake is None else Decision(plan, now + wake)
 
 
 __all__ = ["ForeseenDecision", "JobForecast", "forecast", "Job"]

@@ -1,0 +1,68 @@
+"""The decision pipeline: named steps, reasons for waiting jobs, steps written elsewhere."""
+
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import cluster, job, scenario, snapshot
+
+from andreas.errors import AndreasError
+from andreas.policies import make_policy
+from andreas.policies.base import Assignment
+from andreas.policies.company import ArrivalLog
+from andreas.policies.decision import Decision, Reason
+from andreas.policies.greedy import GreedyParams
+from andreas.policies.pipeline import DEFAULT_STEPS, build_steps, run_pipeline
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `examples` importable
+
+CL = cluster([("n", "T", 2)], {"T": [100, 150]})
+PROFILES = {"p": {("T", 1): 10.0, ("T", 2): 6.0}}
+
+
+def test_decision_is_a_read_only_plan_with_revisit_and_reasons():
+    d = Decision({"a": Assignment("n", 1)}, 50.0, {"b": Reason("held_for_company", 50.0),
+                                                  "a": Reason("no_capacity")})
+    assert d == {"a": Assignment("n", 1)} and d.revisit_at == 50.0
+    assert set(d.reasons) == {"b"}  # a job it runs has no reason to wait
+    assert d.reasons["b"].text() == "held for company until t=50s"
+    later = d.replaced({}, revisit_at=80.0, reasons={"a": Reason("paused_for", job="b")})
+    assert later.revisit_at == 50.0 and later.reasons["a"].text() == "paused for job b"
+    with pytest.raises(TypeError):
+        d["c"] = Assignment("n", 1)  # type: ignore[index]
+    with pytest.raises(ValueError, match="unknown reason"):
+        Reason("bored")
+
+
+def test_every_waiting_job_gets_a_reason():
+    # three 1-GPU-or-more jobs on a 2-GPU node: the greedy pass can place two
+    sc = scenario(CL, PROFILES, [job("a", due=1e4), job("b", due=1e4), job("c", due=1e4)])
+    decision = make_policy("andreas", seed=1).decide(snapshot(sc))
+    assert isinstance(decision, Decision)
+    waiting = [j for j in "abc" if j not in decision]
+    assert waiting and all(j in decision.reasons for j in waiting)
+    assert {decision.reasons[j].kind for j in waiting} <= {"no_capacity", "held_for_company",
+                                                           "waiting_for_gpus", "consolidated"}
+
+
+def test_steps_are_chosen_by_name_and_turned_off_by_their_options():
+    assert [s.name for s in build_steps(GreedyParams())] == list(DEFAULT_STEPS)
+    assert [s.name for s in build_steps(GreedyParams(hold_share=None))] == ["defer",
+                                                                            "power_limits"]
+    assert build_steps(GreedyParams(steps=())) == []
+    with pytest.raises(AndreasError, match="unknown step 'holdd'"):
+        GreedyParams(steps=("holdd",))
+    with pytest.raises(AndreasError, match="cannot load 'nowhere:Step'"):
+        GreedyParams(steps=("nowhere:Step",))
+
+
+def test_a_step_written_elsewhere_runs_by_its_import_path():
+    # job a runs on both GPUs with 5 % of its epochs left; the pipeline is only the example
+    sc = scenario(CL, PROFILES, [job("a", epochs=20.0, due=1e4)])
+    snap = snapshot(sc, running={"a": ("n", 2)}, remaining={"a": 1.0})
+    params = GreedyParams(steps=("examples.plan_step:FinishNearlyDone",))
+    kept = run_pipeline(snap, {}, params, ArrivalLog())  # a plan that pauses a
+    assert kept == {"a": Assignment("n", 2)}
+    far = snapshot(sc, running={"a": ("n", 2)}, remaining={"a": 10.0})  # half done: paused
+    paused = run_pipeline(far, {}, params, ArrivalLog())
+    assert paused == {} and paused.reasons["a"].kind == "no_capacity"

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from helpers import cluster, job, scenario, snapshot
 
+from andreas.policies import make_policy
 from andreas.policies.base import Assignment
 from andreas.policies.company import ArrivalLog
 from andreas.policies.decision import Decision
@@ -55,3 +56,33 @@ def test_sampled_arrivals_copy_seen_jobs_at_the_observed_rate():
     long = sample_arrivals(snap, log, 1e7, np.random.default_rng(2))
     assert len(long) == MAX_SAMPLED
     assert sample_arrivals(snap, ArrivalLog(), 2000.0, rng) == ()  # rate unknown
+
+
+def test_one_restart_rule():
+    from andreas.policies.base import stops_job
+
+    here = Assignment("n", 1)
+    assert not stops_job(None, here)  # a start, not a restart
+    assert not stops_job(here, Assignment("n", 1, power_limit_w=150.0))  # a new cap only
+    assert stops_job(here, Assignment("n", 2))  # resized
+    assert stops_job(here, Assignment("m", 1))  # moved
+    assert stops_job(here, None)  # paused
+
+
+def test_the_forecast_pays_no_restart_for_a_new_power_limit():
+    from andreas.model import PowerLevel, Profiles, Scenario
+    from andreas.sim.forecast import forecast
+
+    cl = cluster([("n", "T", 2)], {"T": [100, 150]}, overhead=30.0)
+    levels = {"p": {("T", 1): (PowerLevel(250.0, 10.0, 80.0), PowerLevel(150.0, 12.0, 50.0))}}
+    profiles = Profiles({"p": {("T", 1): 10.0, ("T", 2): 6.0}}, levels)
+    sc = Scenario(cl, profiles, (job("a", due=1e4),))
+    snap = snapshot(sc, running={"a": ("n", 1)})
+    follower = make_policy("greedy", hold_share=None, consolidate_margin=None, defer=False,
+                           power_limits=False, resize_max_load=0.0)
+    same = forecast(snap, {"a": Assignment("n", 1)}, follower)["a"].completion
+    assert same == pytest.approx(100.0)  # 10 epochs x 10 s, no restart
+    capped = forecast(snap, {"a": Assignment("n", 1, 150.0)}, follower)["a"].completion
+    assert capped == pytest.approx(120.0)  # 10 x 12 s at the cap, and no 30 s restart
+    moved = forecast(snap, {"a": Assignment("n", 2)}, follower)["a"].completion
+    assert moved == pytest.approx(30.0 + 60.0)  # a resize pays the restart

@@ -31,6 +31,14 @@ class Assignment:
         return self.node, self.gpus
 
 
+def stops_job(current: Assignment | None, target: Assignment | None) -> bool:
+    """Whether going from `current` (where a job runs; None: it waits) to `target` (None: it
+    waits) stops the job's process: a pause, or a move to another node or GPU count. A new power
+    limit alone is applied to the running process. The one restart rule of the simulator, the
+    forecast, the service and the policies' cost estimates."""
+    return current is not None and (target is None or current.place() != target.place())
+
+
 @dataclass(frozen=True)
 class JobView:
     """An unfinished, submitted job as the policy sees it."""
@@ -63,7 +71,7 @@ class Snapshot:
     def restart_s(self, view: JobView, target: Assignment) -> float:
         """The restart time `view` pays before it runs on `target`: what is left of its
         restart where it runs already, else the restart overhead if it has run before."""
-        if view.assignment is not None and view.assignment.place() == target.place():
+        if view.assignment is not None and not stops_job(view.assignment, target):
             return view.restart_remaining_s
         return self.cluster.restart_overhead_s if view.started else 0.0
 

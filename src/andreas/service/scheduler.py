@@ -29,7 +29,7 @@ from ..executors.launch import LOCKED_EXIT
 from ..measure.nvml import NvmlMeter
 from ..model import Cluster, Job, Node, Profiles
 from ..policies import make_policy
-from ..policies.base import Assignment, JobView, Snapshot, check_plan, revisit_at
+from ..policies.base import Assignment, JobView, Snapshot, check_plan, revisit_at, stops_job
 from ..policies.decision import Decision
 from ..sim.forecast import ForeseenDecision, forecast
 from .config import ServiceConfig
@@ -328,7 +328,7 @@ class Scheduler:
             wake = None if source == "kept" else wake
         decision_s = time.perf_counter() - tic
         changed = [(job_id, run.id) for job_id, run in running.items()
-                   if plan.get(job_id) != Assignment(run.node, len(run.gpu_indices))]
+                   if stops_job(Assignment(run.node, len(run.gpu_indices)), plan.get(job_id))]
         if changed:
             moved = {j for j, _ in changed if j in plan}
             self._stop([c for c in changed if c[0] not in moved], "pause")

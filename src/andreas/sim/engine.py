@@ -18,7 +18,7 @@ from typing import Callable, Mapping
 from ..cost import tardiness_cost
 from ..errors import AndreasError
 from ..model import Job, Scenario, Segment
-from ..policies.base import Assignment, JobView, Policy, Snapshot, check_plan, revisit_at
+from ..policies.base import Assignment, JobView, Policy, Snapshot, check_plan, revisit_at, stops_job
 from ..policies.decision import Decision
 
 EPS = 1e-9
@@ -308,8 +308,9 @@ class Simulator:
             target = plan.get(job_id)
             st = s.stretch
             if st is not None:
-                if target is not None and self.node_index[target.node] == st.node \
-                        and target.gpus == st.gpus:
+                current = Assignment(self.node_names[st.node], st.gpus, st.limit_w)
+                if not stops_job(current, target):
+                    assert target is not None
                     if target.power_limit_w != st.limit_w:  # a new cap, no restart
                         restart_end = st.restart_end
                         self._close(s, now)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..model import Job, Scenario
-from ..policies.base import JobView, Plan, Policy, Snapshot, revisit_at
+from ..policies.base import JobView, Plan, Policy, Snapshot, revisit_at, stops_job
 from ..policies.decision import Decision
 from .engine import Simulator
 
@@ -61,7 +61,7 @@ def forecast(snapshot: Snapshot, plan: Plan, policy: Policy, *,
         if target is None:
             preset[view.job_id] = JobView(job, view.remaining_epochs, None, started)
         else:
-            same = view.assignment == target
+            same = view.assignment is not None and not stops_job(view.assignment, target)
             overhead = view.restart_remaining_s if same else (
                 snapshot.cluster.restart_overhead_s if started else 0.0)
             preset[view.job_id] = JobView(job, view.remaining_epochs, target, started,

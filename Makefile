@@ -3,7 +3,7 @@
 # make test  - set up and run the whole test suite
 # make bench - time whole simulations per policy and one service decision; writes
 #              bench/results.md and bench/service.md
-# make zoo   - the benchmark zoo: every policy on 13 scenario families (generated and real
+# make zoo   - the benchmark zoo: every policy on 14 scenario families (generated and real
 #              traces; needs ../shared/data); writes bench/zoo.md, bench/zoo.png, bench/zoo.runs.csv
 # make lint  - ruff on src, tests and bench (make test runs it first)
 # make bench-scale - the whole Philly trace with every fast policy in 300 s rounds (needs

@@ -1,9 +1,10 @@
 """The Randomized Greedy's inner loop, compiled with numba.
 
-It mirrors the plain Python implementation in `greedy.py` / `planning.py` / `scoring.py` step by
-step (same order of jobs, candidates and nodes, same use of the pre-drawn uniforms, same order
-of floating-point additions), so both give the same plans and scores for the same seed; a test
-checks it. Arrays are built once per decision by `pack`.
+The plan scores (`proxy_score`, `lookahead_score`) exist only here: the plain path
+(`scoring.py`) calls them too. The passes mirror the plain Python reference in `greedy.py` /
+`planning.py` step by step (same order of jobs, candidates and nodes, same use of the pre-drawn
+uniforms), so both give the same plans for the same seed; a test checks it. Arrays are built
+once per decision by `pack`.
 """
 
 from __future__ import annotations
@@ -164,8 +165,27 @@ def _time_of(P_ctime, P_cmov, P_mtime, home, j, c, node):
 
 
 @njit(cache=True)
-def _proxy(pn, pc, pm, P_cg, P_ctime, P_mtime, wait_penalty, due, weight, node_type, power,
-           now, eur):
+def _placed_config(pn, pc, pm, P_ct, P_cg, P_ctime, P_mtime):
+    """Per job: GPU type, GPU count and run time of its placed configuration (pn[j] < 0:
+    waiting, entries unused), from candidate indices and moved flags."""
+    J = pn.shape[0]
+    pt = np.zeros(J, np.int64)
+    pg = np.zeros(J, np.int64)
+    ptime = np.zeros(J)
+    for j in range(J):
+        if pn[j] >= 0:
+            c = pc[j]
+            pt[j] = P_ct[j, c]
+            pg[j] = P_cg[j, c]
+            ptime[j] = P_mtime[j, c] if pm[j] else P_ctime[j, c]
+    return pt, pg, ptime
+
+
+@njit(cache=True)
+def proxy_score(pn, pg, ptime, wait_penalty, due, weight, node_type, power, now, eur):
+    """The paper's proxy (scoring.py): energy of the plan up to its first predicted completion
+    t_ff, the tardiness of scheduled jobs at now + t_ff, and the waiting jobs' penalties. The
+    one implementation, for the kernel and (through scoring.proxy) the plain path."""
     J = pn.shape[0]
     N = node_type.shape[0]
     t_ff = INF
@@ -175,10 +195,9 @@ def _proxy(pn, pc, pm, P_cg, P_ctime, P_mtime, wait_penalty, due, weight, node_t
         if pn[j] < 0:
             cost += wait_penalty[j]
         else:
-            busy[pn[j]] += P_cg[j, pc[j]]
-            t = P_mtime[j, pc[j]] if pm[j] else P_ctime[j, pc[j]]
-            if t < t_ff:
-                t_ff = t
+            busy[pn[j]] += pg[j]
+            if ptime[j] < t_ff:
+                t_ff = ptime[j]
     if t_ff == INF:
         return cost
     watts = 0.0
@@ -194,8 +213,11 @@ def _proxy(pn, pc, pm, P_cg, P_ctime, P_mtime, wait_penalty, due, weight, node_t
 
 
 @njit(cache=True)
-def _lookahead(pn, pc, pm, P_ct, P_cg, P_ctime, P_mtime, P_cen, nc, due, weight,
-               pressure_rank, node_type, power, type_capacity, now, eur):
+def lookahead_score(pn, pt, pg, ptime, P_ct, P_cg, P_ctime, P_cen, nc, due, weight,
+                    pressure_rank, node_type, power, type_capacity, now, eur):
+    """The look-ahead (scoring.py): exact node energy and tardiness of the scheduled jobs, and a
+    list-scheduling forecast for the waiting ones. The one implementation, for the kernel and
+    (through scoring.lookahead) the plain path."""
     J = pn.shape[0]
     N = node_type.shape[0]
     cost = 0.0
@@ -208,19 +230,16 @@ def _lookahead(pn, pc, pm, P_ct, P_cg, P_ctime, P_mtime, P_cen, nc, due, weight,
     first_j = np.full(N, J, np.int64)
     nwait = 0
     waiting = np.empty(J, np.int64)
-    times = np.empty(J)
     for j in range(J):
         if pn[j] < 0:
             waiting[nwait] = j
             nwait += 1
             continue
-        c = pc[j]
-        t = P_mtime[j, c] if pm[j] else P_ctime[j, c]
-        times[j] = t
-        g = P_cg[j, c]
-        free[P_ct[j, c]] -= g
+        t = ptime[j]
+        g = pg[j]
+        free[pt[j]] -= g
         rel_t[nrel] = t
-        rel_type[nrel] = P_ct[j, c]
+        rel_type[nrel] = pt[j]
         rel_g[nrel] = g
         alive[nrel] = True
         nrel += 1
@@ -229,7 +248,7 @@ def _lookahead(pn, pc, pm, P_ct, P_cg, P_ctime, P_mtime, P_cen, nc, due, weight,
         late = now + t - due[j]
         if late > 0:
             cost += weight[j] * late
-    # nodes in order of their first job, as the plain version's dict
+    # nodes in order of their first job
     order = np.argsort(first_j, kind="mergesort")
     items_t = np.empty(J)
     items_g = np.empty(J, np.int64)
@@ -240,8 +259,8 @@ def _lookahead(pn, pc, pm, P_ct, P_cg, P_ctime, P_mtime, P_cen, nc, due, weight,
         m = 0
         for j in range(J):
             if pn[j] == node:
-                items_t[m] = times[j]
-                items_g[m] = P_cg[j, pc[j]]
+                items_t[m] = ptime[j]
+                items_g[m] = pg[j]
                 m += 1
         # sort (time, gpus) ascending
         for a in range(1, m):
@@ -317,11 +336,11 @@ def _lookahead(pn, pc, pm, P_ct, P_cg, P_ctime, P_mtime, P_cen, nc, due, weight,
 @njit(cache=True)
 def _score(use_lookahead, pn, pc, pm, P_ct, P_cg, P_ctime, P_mtime, P_cen, nc, wait_penalty,
            due, weight, pressure_rank, node_type, power, type_capacity, now, eur):
+    pt, pg, ptime = _placed_config(pn, pc, pm, P_ct, P_cg, P_ctime, P_mtime)
     if use_lookahead:
-        return _lookahead(pn, pc, pm, P_ct, P_cg, P_ctime, P_mtime, P_cen, nc, due, weight,
-                          pressure_rank, node_type, power, type_capacity, now, eur)
-    return _proxy(pn, pc, pm, P_cg, P_ctime, P_mtime, wait_penalty, due, weight, node_type,
-                  power, now, eur)
+        return lookahead_score(pn, pt, pg, ptime, P_ct, P_cg, P_ctime, P_cen, nc, due, weight,
+                               pressure_rank, node_type, power, type_capacity, now, eur)
+    return proxy_score(pn, pg, ptime, wait_penalty, due, weight, node_type, power, now, eur)
 
 
 @njit(cache=True)

@@ -338,35 +338,6 @@ class PlanningContext:
     def moved_time(self, j: int, cand: Candidate) -> float:
         return cand.time_s - self.views[j].restart_remaining_s + self.overhead
 
-    # ------------------------------------------------------------------ scoring
-    def proxy_cost(self, placed: list[tuple[int, Candidate] | None]) -> float:
-        """The paper's proxy: energy of the plan up to its first predicted completion t_ff, the
-        tardiness of scheduled jobs at now + t_ff, and 100 × the tardiness a waiting job would
-        have on its slowest configuration."""
-        t_ff = float("inf")
-        busy = [0] * len(self.node_names)
-        cost = 0.0
-        for j, entry in enumerate(placed):
-            if entry is None:
-                cost += self.wait_penalty[j]
-            else:
-                node, cand = entry
-                busy[node] += cand.gpus
-                if cand.time_s < t_ff:
-                    t_ff = cand.time_s
-        if t_ff == float("inf"):
-            return cost
-        watts = 0.0
-        for n, b in enumerate(busy):
-            if b:
-                watts += self.power[self.node_type[n]][b - 1]
-        cost += watts * t_ff * self.eur_per_joule
-        end = self.now + t_ff
-        for j, entry in enumerate(placed):
-            if entry is not None and end > self.due[j]:
-                cost += self.weight[j] * (end - self.due[j])
-        return cost
-
     def to_plan(self, placed: list[tuple[int, Candidate] | None]) -> Plan:
         return {self.job_ids[j]: Assignment(self.node_names[e[0]], e[1].gpus)
                 for j, e in enumerate(placed) if e is not None}

@@ -1,4 +1,5 @@
-"""How the greedy judges a candidate plan.
+"""How the greedy judges a candidate plan (compiled in kernel.py, called here on a plan of
+`Candidate`s: one implementation for the greedy pass, the local searches and resizing).
 
 `proxy` is the paper's: energy until the plan's first predicted completion, plus the tardiness
 scheduled jobs would have then, plus 100 × the lateness of waiting jobs on their slowest
@@ -18,8 +19,9 @@ than running now. At a negative price a waiting job's forecast run earns nothing
 
 from __future__ import annotations
 
-import heapq
 from typing import Callable
+
+import numpy as np
 
 from .planning import Candidate, PlanningContext
 
@@ -27,68 +29,48 @@ Placed = list[tuple[int, Candidate] | None]
 Score = Callable[[PlanningContext, Placed], float]
 
 
+def _packed(ctx: PlanningContext):
+    """The context's arrays for the compiled scores, built once per context."""
+    packed = getattr(ctx, "_packed", None)
+    if packed is None:
+        from .kernel import pack
+
+        packed = ctx._packed = pack(ctx)  # type: ignore[attr-defined]
+    return packed
+
+
+def _placed_arrays(placed: Placed) -> tuple[np.ndarray, ...]:
+    """Node (-1: waiting), GPU type, GPU count and run time of each job's placed candidate."""
+    n = len(placed)
+    pn = np.full(n, -1, np.int64)
+    pt = np.zeros(n, np.int64)
+    pg = np.zeros(n, np.int64)
+    ptime = np.zeros(n)
+    for j, e in enumerate(placed):
+        if e is not None:
+            pn[j], pt[j], pg[j], ptime[j] = e[0], e[1].gpu_type, e[1].gpus, e[1].time_s
+    return pn, pt, pg, ptime
+
+
 def proxy(ctx: PlanningContext, placed: Placed) -> float:
-    return ctx.proxy_cost(placed)
+    """The paper's score (kernel.proxy_score, the one implementation)."""
+    from .kernel import proxy_score
+
+    k = _packed(ctx)
+    pn, _, pg, ptime = _placed_arrays(placed)
+    return float(proxy_score(pn, pg, ptime, k.wait_penalty, k.due, k.weight, k.node_type,
+                             k.power, float(ctx.now), float(ctx.eur_per_joule)))
 
 
 def lookahead(ctx: PlanningContext, placed: Placed) -> float:
-    now, eur = ctx.now, ctx.eur_per_joule
-    cost = 0.0
-    per_node: dict[int, list[tuple[float, int]]] = {}
-    free = list(ctx.type_capacity)
-    releases: list[tuple[float, int, int]] = []  # (time from now, gpu type, gpus)
-    waiting = []
-    for j, e in enumerate(placed):
-        if e is None:
-            waiting.append(j)
-            continue
-        node, cand = e
-        per_node.setdefault(node, []).append((cand.time_s, cand.gpus))
-        free[cand.gpu_type] -= cand.gpus
-        releases.append((cand.time_s, cand.gpu_type, cand.gpus))
-        late = now + cand.time_s - ctx.due[j]
-        if late > 0:
-            cost += ctx.weight[j] * late
-    for node, items in per_node.items():
-        items.sort()
-        power = ctx.power[ctx.node_type[node]]
-        busy = sum(g for _, g in items)
-        prev = 0.0
-        for t, g in items:
-            cost += power[busy - 1] * (t - prev) * eur
-            busy -= g
-            prev = t
-    if not waiting:
-        return cost
-    waiting.sort(key=lambda j: ctx.pressure_rank[j])
-    heapq.heapify(releases)
-    t = 0.0
-    while waiting:
-        started = []
-        for j in waiting:
-            for cand in ctx.cands[j]:
-                if free[cand.gpu_type] >= cand.gpus:
-                    free[cand.gpu_type] -= cand.gpus
-                    end = t + cand.time_s
-                    heapq.heappush(releases, (end, cand.gpu_type, cand.gpus))
-                    cost += max(cand.energy_eur, 0.0)  # waiting earns nothing at a negative price
-                    late = now + end - ctx.due[j]
-                    if late > 0:
-                        cost += ctx.weight[j] * late
-                    started.append(j)
-                    break
-        if started:
-            waiting = [j for j in waiting if j not in started]
-            if not waiting:
-                break
-        if not releases:  # cannot happen: every job fits an empty cluster
-            break
-        t, gtype, g = heapq.heappop(releases)
-        free[gtype] += g
-        while releases and releases[0][0] <= t:
-            _, gtype, g = heapq.heappop(releases)
-            free[gtype] += g
-    return cost
+    """The look-ahead score (kernel.lookahead_score, the one implementation)."""
+    from .kernel import lookahead_score
+
+    k = _packed(ctx)
+    pn, pt, pg, ptime = _placed_arrays(placed)
+    return float(lookahead_score(pn, pt, pg, ptime, k.ct, k.cg, k.ctime, k.cen, k.nc, k.due,
+                                 k.weight, k.pressure_rank, k.node_type, k.power,
+                                 k.type_capacity, float(ctx.now), float(ctx.eur_per_joule)))
 
 
 SCORES: dict[str, Score] = {"proxy": proxy, "lookahead": lookahead}

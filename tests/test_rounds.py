@@ -31,7 +31,7 @@ def test_jobs_start_at_the_next_round_by_hand():
 def test_period_only_needs_a_period():
     sc = scenario(cluster([("n0", "A", 1)], {"A": [100]}), {"p": {("A", 1): 10.0}},
                   [job("j1")])
-    with pytest.raises(AndreasError, match="--period-only needs --period"):
+    with pytest.raises(AndreasError, match="period_only needs a period"):
         simulate(sc, make_policy("fifo"), period_only=True)
 
 

@@ -88,6 +88,14 @@ def parse_seeds(text: str) -> list[int]:
     return list(dict.fromkeys(seeds))
 
 
+def check_period(period: float | None, period_only: bool) -> None:
+    """The CLI's own words for the rounds options (the library names its parameters)."""
+    if period is not None and not period > 0:
+        raise AndreasError(f"--period must be > 0 seconds, got {period}")
+    if period_only and period is None:
+        raise AndreasError("--period-only needs --period")
+
+
 def parse_pair(option: str, text: str) -> tuple[float, float]:
     """'LO,HI' -> (LO, HI), two numbers."""
     parts = text.split(",")
@@ -240,6 +248,7 @@ def simulate_cmd(
 ) -> None:
     """Simulate one policy on one scenario and write its schedule and costs."""
     parse_policies(policy)
+    check_period(period, period_only)
     params = shared_options([policy], greedy_params(
         max_iterations, pi, alpha, beta, elite_size, score, order, extra_orders,
         milp_time_limit, plan_restart_s, power_limits, pass_budget, slack_guard,
@@ -368,6 +377,7 @@ def compare_cmd(
     """Run several policies on the same scenarios and print a cost table with 95 % CIs."""
     names = parse_policies(policies)
     seed_list = parse_seeds(seeds)
+    check_period(period, period_only)
     params = shared_options(names, greedy_params(
         max_iterations, pi, alpha, beta, elite_size, score, order, extra_orders,
         milp_time_limit, plan_restart_s, power_limits, pass_budget, slack_guard,
@@ -448,6 +458,7 @@ def sweep_cmd(
     from .experiments.sweep import SweepConfig, read_rows, run_sweep, write_sweep_outputs
 
     names = parse_policies(policies)
+    check_period(period, False)
     try:
         node_list = tuple(int(x) for x in nodes.split(","))
         lam_list = tuple(float(x) for x in lambdas.split(","))

@@ -85,7 +85,7 @@ def compare(scenarios: Sequence[Scenario], policies: Sequence[str], seeds: Seque
     for p in policies:
         make_policy(p)  # fail fast on an unknown name
     if period_only and period is None:
-        raise AndreasError("--period-only needs --period")
+        raise AndreasError("period_only needs a period")
     specs = plan_runs(len(scenarios), policies, seeds)
     tasks = [Task(s, scenarios[s.instance], period, dict(params or {}), period_only)
              for s in specs]

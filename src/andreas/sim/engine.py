@@ -138,9 +138,9 @@ class Simulator:
         counted as a restart): real processes start up (interpreter, data, CUDA) before their
         first epoch, which the paper's model leaves out."""
         if period is not None and period <= 0:
-            raise AndreasError(f"--period must be > 0 seconds, got {period}")
+            raise AndreasError(f"period must be > 0 seconds, got {period}")
         if period_only and period is None:
-            raise AndreasError("--period-only needs --period")
+            raise AndreasError("period_only needs a period")
         self.period_only = period_only
         self.first_start_overhead = first_start_overhead
         self.scenario = scenario

@@ -5,7 +5,7 @@
 #              bench/results.md and bench/service.md
 # make zoo   - the benchmark zoo: every policy on 14 scenario families (generated and real
 #              traces; needs ../shared/data); writes bench/zoo.md, bench/zoo.png, bench/zoo.runs.csv
-# make lint  - ruff on src, tests and bench (make test runs it first)
+# make lint  - ruff on src, tests, bench and examples, mypy on src (make test runs it first)
 # make bench-scale - the whole Philly trace with every fast policy in 300 s rounds (needs
 #              ../shared/data; about 20 minutes); writes bench/scale.md
 PYTHON ?= python3
@@ -33,7 +33,8 @@ demo: $(STAMP)
 		--policies fifo,edf,ps,greedy,andreas --out demo-out/compare --report demo-out/report
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench examples
+	$(BIN)/mypy src/andreas
 
 test: $(STAMP) lint
 	$(BIN)/python -m pytest

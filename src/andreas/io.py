@@ -227,7 +227,8 @@ def read_tariff(path: Path, doc: "_Fields") -> Tariff:
     unit_item = doc.get("unit")
     unit = str(unit_item.value) if unit_item is not None else None
     if unit not in (None, "MWh", "kWh"):
-        raise doc.error(doc.name("unit"), f"expected MWh or kWh, got {unit!r}", unit_item.line)
+        raise doc.error(doc.name("unit"), f"expected MWh or kWh, got {unit!r}",
+                        unit_item.line if unit_item is not None else None)
     inline = doc.get("eur_per_kwh")
     if inline is not None:
         values = inline.value if isinstance(inline.value, list) else None
@@ -308,10 +309,15 @@ def _complete_types(gpu_types: dict[str, GpuType], from_catalogue: list[str],
         spec = gpu_catalogue().get(name)
         k = max((n.gpus for n in nodes if n.gpu_type == name),
                 default=spec.gpus_per_node if spec else len(gt.node_power_w))
-        power = spec.node_power_w(k) if name in from_catalogue else gt.node_power_w
+        power = gt.node_power_w
+        if name in from_catalogue:
+            assert spec is not None  # only catalogued types may leave their power out
+            power = spec.node_power_w(k)
         idle_w = idle.get(name, 0.0)
         if idle_w == "catalogue":
+            assert spec is not None  # 'catalogue' is accepted for catalogued types only
             idle_w = spec.host_w + k * spec.idle_w
+        assert isinstance(idle_w, float | int)
         if power and idle_w > power[0]:
             raise ValueError(f"gpu_types.{name}.idle_power_w: {idle_w} W exceeds the draw with "
                              f"one busy GPU ({power[0]} W); expected at most that")

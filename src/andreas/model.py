@@ -54,6 +54,7 @@ class Tariff:
     prices: tuple[float, ...]
     step_s: float = 3600.0
     offset_s: float = 0.0
+    _cumulative: tuple[float, ...] = field(init=False, repr=False, compare=False, default=())
 
     def __post_init__(self) -> None:
         cumulative = [0.0]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -48,7 +48,7 @@ class LaunchRequest:
 
 
 def job_environment(inherited: Mapping[str, str], job_env: Mapping[str, str],
-                    gpu_ids: list[str] | tuple[str, ...],
+                    gpu_ids: Sequence[int | str],
                     hidden_values: tuple[str, ...] = ()) -> dict[str, str]:
     """The environment a job starts with: what the executor's process has (PATH, a virtual
     environment, proxies), less every secret of the service, plus the job's own variables.

@@ -71,7 +71,8 @@ class LocalExecutor:
         return read_exit(run_dir)
 
     def stop(self, runs: list[tuple[dict | None, Path]], grace_s: float) -> None:
-        handles = [h for h in (self._handle(h, d) for h, d in runs) if self._alive(h)]
+        handles = [h for h in (self._handle(h, d) for h, d in runs)
+                   if h is not None and self._alive(h)]
         for h in handles:
             _signal_group(h["pid"], signal.SIGTERM)
         deadline = time.monotonic() + grace_s

@@ -9,6 +9,7 @@ group. Named and detached, the actor outlives the service, which re-adopts it by
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -30,7 +31,7 @@ class RayExecutor:
 
         self.ray = ray
         try:
-            ray.init(address=address, namespace=NAMESPACE, logging_level="ERROR",
+            ray.init(address=address, namespace=NAMESPACE, logging_level=logging.ERROR,
                      log_to_driver=False, ignore_reinit_error=True)
         except (ConnectionError, RuntimeError) as exc:
             raise AndreasError(f"cannot connect to the Ray cluster at {address!r}: {exc}; "
@@ -71,8 +72,8 @@ class RayExecutor:
             scheduling_strategy=NodeAffinitySchedulingStrategy(self._node_ids[request.node],
                                                                soft=False),
         ).remote()
-        info = self.ray.get(actor.start.remote(request.launcher_argv(), request.env,
-                                               request.workdir), timeout=60)
+        info: dict = self.ray.get(actor.start.remote(  # type: ignore[attr-defined,assignment]
+            request.launcher_argv(), request.env, request.workdir), timeout=60)
         return {"actor": name, **info}
 
     def _actor(self, handle: dict | None):

@@ -82,7 +82,8 @@ class GanttBar:
 def gantt_data(segments: Sequence[Segment], cluster: Cluster,
                late_jobs: set[str]) -> tuple[list[str], list[GanttBar]]:
     """A lane per node and GPU; each segment takes the lowest-numbered GPUs free at its start."""
-    lanes, first_lane = [], {}
+    lanes: list[str] = []
+    first_lane: dict[str, int] = {}
     for node in cluster.nodes:
         first_lane[node.name] = len(lanes)
         lanes += [f"{node.name}/gpu{g}" for g in range(node.gpus)]

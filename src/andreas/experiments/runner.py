@@ -64,7 +64,13 @@ def run_all(tasks: Sequence[Task], workers: int = 1,
         return
     with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
         futures = [pool.submit(execute, t) for t in tasks]
-        for i, f in enumerate(futures):
-            f.add_done_callback(lambda _f, i=i: on_done(i) if on_done else None)
+        if on_done is not None:
+            for i, f in enumerate(futures):
+                f.add_done_callback(_callback(on_done, i))
         for f in futures:
             yield f.result()
+
+
+def _callback(on_done: Callable[[int], None], i: int) -> Callable[[object], None]:
+    """A future's done-callback that reports task `i`."""
+    return lambda _future: on_done(i)

@@ -19,6 +19,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..errors import AndreasError
+from ..model import Scenario
 from ..policies import POLICIES, make_policy
 from ..sim.generate import Template, generate_paper_style
 from .compare import BASELINES, reduction_columns, write_csv
@@ -108,7 +109,7 @@ def run_sweep(config: SweepConfig, template: Template, out_dir: Path, *, workers
     todo = [k for k in config.keys() if k not in done]
     if max_runs is not None:
         todo = todo[:max_runs]
-    scenarios: dict[tuple, object] = {}
+    scenarios: dict[tuple, Scenario] = {}
     tasks = []
     for key in todo:
         n, lam, k, p, s = key

@@ -145,19 +145,20 @@ def gpu_cluster_yaml(machine: GpuMachine, measurements: list[Measurement], overh
     energy does not count it; a restarting GPU draws the mean power measured in start-ups.
     One draw per GPU type is the paper's model: per job, a model drawing less or more than
     the mean is mispredicted by that much."""
-    powers = {m.profile: m.power_w for m in measurements}
-    missing = [p for p, w in powers.items() if w is None]
+    measured = {m.profile: m.power_w for m in measurements}
+    missing = [p for p, w in measured.items() if w is None]
     if missing:
         raise AndreasError(f"--gpu: NVML gave no energy readings while profiling "
                            f"{', '.join(missing)}")
+    powers = {p: float(w or 0.0) for p, w in measured.items()}
     weights = ([gpu_seconds.get(p, 0.0) for p in powers] if gpu_seconds
                else [1.0] * len(powers))
     if not sum(weights):
         weights = [1.0] * len(powers)
     mean = sum(w * x for w, x in zip(weights, powers.values())) / sum(weights)
     startups = [m.startup_power_w for m in measurements]
-    restart = ("" if None in startups
-               else f", restart_power_w: {statistics.fmean(startups):.1f}")
+    restart = ("" if any(s is None for s in startups)
+               else f", restart_power_w: {statistics.fmean(float(s or 0.0) for s in startups):.1f}")
     table = ", ".join(f"{k * mean:.1f}" for k in range(1, machine.gpus + 1))
     return GPU_CLUSTER_YAML.format(
         gpus=machine.gpus, product=machine.product, gpu_type=machine.gpu_type,

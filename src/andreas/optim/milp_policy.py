@@ -18,6 +18,7 @@ the best plan found is used and the gap is recorded in `stats`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..policies.base import Plan, Snapshot, register
 from ..policies.greedy import GreedyParams, RandomizedGreedy
@@ -64,7 +65,7 @@ def decision_cost(ctx: PlanningContext, placed: Placed) -> float:
 class DecisionMilp:
     """The variables of one decision's MILP and how to read a plan back from a solution."""
 
-    model: "Milp"  # noqa: F821 (imported lazily)
+    model: Any  # the HiGHS model (highs.Milp, imported lazily)
     x: dict[tuple[int, int, int], int]  # (job, candidate index, node) -> column
     wait: list[int]
     y: dict[tuple[int, int], int]  # (node, busy level) -> column
@@ -175,6 +176,6 @@ MILP_OPTIONS = {"milp_time_limit": OptionSpec("milp_time_limit", "float", 5.0,
 
 @register("milp", randomized=True, options=MILP_OPTIONS,
           summary="exact optimum of the per-decision cost (HiGHS MILP, node power table exact)")
-def milp(**params: object) -> MilpPolicy:
-    return MilpPolicy(time_limit=float(params.get("milp_time_limit", 5.0)),  # type: ignore
-                      seed=int(params.get("seed", 1)))  # type: ignore[arg-type]
+def milp(**params: Any) -> MilpPolicy:
+    return MilpPolicy(time_limit=float(params.get("milp_time_limit", 5.0)),
+                      seed=int(params.get("seed", 1)))

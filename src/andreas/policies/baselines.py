@@ -22,11 +22,11 @@ class OrderedNonPreemptive:
     def decide(self, snapshot: Snapshot) -> Plan:
         ctx = PlanningContext(snapshot)
         free = list(ctx.node_cap)
-        plan = {}
-        for j, current in enumerate(ctx.current):
-            if current is not None:
+        plan: dict[str, Assignment] = {}
+        for j, (view, current) in enumerate(zip(ctx.views, ctx.current)):
+            if view.assignment is not None and current is not None:
                 free[current[0]] -= current[1]
-                plan[ctx.job_ids[j]] = ctx.views[j].assignment
+                plan[ctx.job_ids[j]] = view.assignment
         waiting = [j for j, v in enumerate(ctx.views) if v.assignment is None]
         for j in self.order(ctx, waiting):
             placed = ctx.place(j, free)

@@ -33,7 +33,8 @@ def sample_arrivals(snapshot: Snapshot, history: ArrivalLog, horizon_s: float,
     seen = list(history.jobs.values())
     if rate <= 0 or not seen or horizon_s <= 0:
         return ()
-    out, t = [], snapshot.time
+    out: list[Job] = []
+    t = snapshot.time
     while len(out) < MAX_SAMPLED:
         t += float(rng.exponential(1.0 / rate))
         if t > snapshot.time + horizon_s:

@@ -291,6 +291,7 @@ class RandomizedGreedy:
             if u_config is None:
                 placed[j] = ctx.place(j, free, marginal=marginal, fill=fill)
             else:
+                assert u_node is not None
                 placed[j] = ctx.place(j, free, float(u_config[j]), float(u_node[j]),
                                       self.params.alpha, self.params.beta, marginal, fill)
         return placed

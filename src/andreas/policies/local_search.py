@@ -203,7 +203,7 @@ class ImprovedGreedy:
 
 
 def _params(params: dict) -> GreedyParams:
-    return GreedyParams(**{k: v for k, v in params.items()  # type: ignore[arg-type]
+    return GreedyParams(**{k: v for k, v in params.items()
                            if k in GreedyParams.__dataclass_fields__})
 
 

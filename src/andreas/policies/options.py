@@ -78,7 +78,8 @@ def dataclass_options(cls: type, only: Iterable[str] | None = None) -> dict[str,
         kind = _KINDS.get(str(f.type))
         if kind is None:
             raise TypeError(f"{cls.__name__}.{f.name}: no option kind for type {f.type!r}")
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        default = (f.default if f.default is not dataclasses.MISSING
+                   else f.default_factory())  # type: ignore[operator]
         out[f.name] = OptionSpec(f.name, kind, default, f.metadata.get("help", ""))
     return out
 

@@ -129,7 +129,7 @@ class _LazyRows(Sequence):
     def __len__(self) -> int:
         return len(self.rows)
 
-    def __getitem__(self, j):  # type: ignore[override]
+    def __getitem__(self, j):
         row = self.rows[j]
         if row is None:
             row = self.rows[j] = [self.table.candidate(j, c) for c in range(self.table.nc[j])]

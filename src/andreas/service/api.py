@@ -27,7 +27,7 @@ from .config import ServiceConfig
 from .db import JobRow, RunRow, User
 from .scheduler import Scheduler
 from .schemas import JobOut, JobSubmit, NodeOut, ProgressIn, RunOut, TokenCreate
-from .store import Store, hash_token
+from .store import Store, hash_token, must_get
 
 log = logging.getLogger("andreas.service")
 bearer = HTTPBearer(auto_error=False, description="an API token (andreas token create)")
@@ -128,7 +128,8 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
             s.add_all(rows)
         scheduler.wake("submit")
         with store.session() as s:
-            return [_job_out(s, s.get(JobRow, r.id), scheduler, measured=None) for r in rows]
+            return [_job_out(s, must_get(s, JobRow, r.id), scheduler, measured=None)
+                    for r in rows]
 
     @app.post("/jobs", tags=["jobs"], status_code=201, response_model=JobOut)
     def submit(body: JobSubmit, user: User = Depends(current_user)):
@@ -177,7 +178,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
                 job.state, job.message = "cancelled", "cancelled by request"
         scheduler.wake("cancel")
         with store.session() as s:
-            return _job_out(s, s.get(JobRow, job_id), scheduler, None)
+            return _job_out(s, must_get(s, JobRow, job_id), scheduler, None)
 
     @app.get("/jobs/{job_id}/runs", tags=["jobs"], response_model=list[RunOut])
     def job_runs(job_id: str, user: User = Depends(current_user)):
@@ -278,6 +279,7 @@ def _validate_submission(config: ServiceConfig, body: JobSubmit, now: float) -> 
     if body.command is not None:
         command = list(body.command)
     else:
+        assert body.script is not None  # exactly one of the two, checked above
         script = Path(body.script)
         if body.workdir:
             script = Path(body.workdir) / script if not script.is_absolute() else script
@@ -288,7 +290,7 @@ def _validate_submission(config: ServiceConfig, body: JobSubmit, now: float) -> 
         bad(f"workdir: no such directory {body.workdir!r}")
     if (body.due_date is None) == (body.deadline_s is None):
         bad("give exactly one of 'due_date' (Unix time) or 'deadline_s' (seconds from now)")
-    due = body.due_date if body.due_date is not None else now + body.deadline_s
+    due = body.due_date if body.due_date is not None else now + float(body.deadline_s or 0.0)
     if body.weight is not None and body.priority is not None:
         bad("give 'weight' or 'priority', not both")
     weight = body.weight if body.weight is not None else config.priority_weights[
@@ -301,8 +303,9 @@ def _validate_submission(config: ServiceConfig, body: JobSubmit, now: float) -> 
             known = ", ".join(sorted(config.profiles.table)) or "none configured"
             bad(f"profile: unknown profile {body.profile!r}; expected one of {known}")
         configs = dict(config.profiles.configs(body.profile))
-        inline = None
+        inline: list[dict] | None = None
     else:
+        assert body.inline_profile is not None  # exactly one of the two, checked above
         inline, configs = [], {}
         for i, row in enumerate(body.inline_profile):
             gpu_type = canonical_gpu(row.gpu_type) or row.gpu_type

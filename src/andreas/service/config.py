@@ -89,7 +89,7 @@ def read_service_config(path: str | Path) -> ServiceConfig:
     executor = text("executor", "local")
     if executor not in ("local", "ray"):
         raise doc.error("executor", f"expected local or ray, got {executor!r}",
-                        doc.get("executor").line)
+                        doc.require("executor").line)
     cluster_path = base / text("cluster")
     cluster = read_cluster(cluster_path, require_nodes=executor == "local")
     if cluster.tariff is not None:
@@ -124,7 +124,7 @@ def read_service_config(path: str | Path) -> ServiceConfig:
     policy = text("policy", "andreas")
     if policy not in POLICIES:
         raise doc.error("policy", f"unknown policy {policy!r}; expected one of "
-                        f"{', '.join(sorted(POLICIES))}", doc.get("policy").line)
+                        f"{', '.join(sorted(POLICIES))}", doc.require("policy").line)
     options = doc.get("policy_options")
     if options is not None and not isinstance(options.value, dict):
         raise doc.error("policy_options", "expected a mapping", options.line)

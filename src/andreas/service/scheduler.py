@@ -19,7 +19,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from sqlalchemy import select
 
@@ -36,7 +36,7 @@ from .config import ServiceConfig
 from .db import ACTIVE_STATES, JobRow, ProgressRow, RunRow
 from .energy import modelled_costs, run_segments
 from .learning import speed_factor
-from .store import Store, hash_token, new_token
+from .store import Store, hash_token, must_get, new_token
 
 log = logging.getLogger("andreas.service")
 DONE_EPS = 1e-6
@@ -148,6 +148,7 @@ class Scheduler:
             table = {(canonical_gpu(r["gpu_type"]) or r["gpu_type"], int(r["gpus"])):
                      float(r["seconds_per_epoch"]) for r in job.inline_profile}
         else:
+            assert job.profile_name is not None  # a job has a profile name or inline rows
             table = dict(self.config.profiles.configs(job.profile_name))
         factor = job.speed_factor if learned else 1.0
         return {k: v * factor for k, v in table.items()}
@@ -165,7 +166,7 @@ class Scheduler:
         with self.store.session() as s:
             runs = s.scalars(select(RunRow).where(RunRow.state.in_(("starting", "running"))))
             for run in runs:
-                job = s.get(JobRow, run.job_id)
+                job = must_get(s, JobRow, run.job_id)
                 if self._read_progress_file(s, job, run):
                     reasons.add("prediction-moved")
                 status = self.executor.status(run.handle, self.run_dir(job.id, run.id))
@@ -262,13 +263,13 @@ class Scheduler:
         with self.store.session() as s:
             handles = []
             for job_id, run_id in runs:
-                run = s.get(RunRow, run_id)
+                run = must_get(s, RunRow, run_id)
                 run.stop_reason = run.stop_reason or reason
                 handles.append((run.handle, self.run_dir(job_id, run_id)))
         self.executor.stop(handles, self.config.grace_s)
         with self.store.session() as s:
             for job_id, run_id in runs:
-                run, job = s.get(RunRow, run_id), s.get(JobRow, job_id)
+                run, job = must_get(s, RunRow, run_id), must_get(s, JobRow, job_id)
                 if run.state == "ended":
                     continue
                 self._read_progress_file(s, job, run)
@@ -384,7 +385,7 @@ class Scheduler:
         options["max_iterations"] = max(1, min(cap, self.FORECAST_BUDGET // max(1, jobs)))
         return make_policy(self.config.policy, **options)
 
-    def _foreseen_plan(self, snapshot: Snapshot, reasons: list[str]) -> dict | None:
+    def _foreseen_plan(self, snapshot: Snapshot, reasons: list[str]) -> Mapping | None:
         """Keep to the plan the last forecast made for this moment, when what happened is what
         it foresaw (the same jobs remain; no arrival, cancellation or changed prediction).
 
@@ -422,7 +423,7 @@ class Scheduler:
         token = new_token()
         now = self.clock()
         with self.store.session() as s:  # recorded before the process exists
-            job = s.get(JobRow, job_id)
+            job = must_get(s, JobRow, job_id)
             run = RunRow(job_id=job_id, node=node.name, gpu_type=node.gpu_type,
                          gpu_indices=list(indices), state="starting",
                          token_hash=hash_token(token), started_at=now,
@@ -452,12 +453,12 @@ class Scheduler:
             handle = self.executor.start(request)
         except Exception as exc:
             with self.store.session() as s:
-                run, job = s.get(RunRow, run_id), s.get(JobRow, job_id)
+                run, job = must_get(s, RunRow, run_id), must_get(s, JobRow, job_id)
                 run.state, run.ended_at, run.stop_reason = "ended", self.clock(), "start-failed"
                 job.state, job.message = "failed", f"could not start: {exc}"
             return
         with self.store.session() as s:
-            run = s.get(RunRow, run_id)
+            run = must_get(s, RunRow, run_id)
             run.handle, run.nvml_start_mj = handle, nvml
             if run.state == "starting":
                 run.state = "running"
@@ -477,7 +478,7 @@ class Scheduler:
                          "completion": f.completion, "energy_cost": f.energy_cost,
                          "tardiness_cost": f.tardiness_cost, "total_cost": f.total_cost}
                 info.forecast[job_id] = entry
-                job = s.get(JobRow, job_id)
+                job = must_get(s, JobRow, job_id)
                 job.forecast = entry
                 if job.predicted is None:
                     job.predicted = entry
@@ -501,7 +502,7 @@ class Scheduler:
         with self.store.session() as s:
             jobs = s.scalars(select(JobRow)).all()
             runs = s.scalars(select(RunRow)).all()
-        cluster = self.cluster_for_accounting(runs)
+        cluster = self.cluster_for_accounting(list(runs))
         segments = [seg for r in runs if (r.ended_at or now) > r.started_at
                     for seg in run_segments(cluster, r.job_id, r.node, r.gpu_type,
                                             len(r.gpu_indices), r.started_at,

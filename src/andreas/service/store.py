@@ -12,7 +12,7 @@ import secrets
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, TypeVar
 
 from alembic import command
 from alembic.config import Config
@@ -25,6 +25,18 @@ from .db import Token, User
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 ROLES = ("admin", "user")
+
+
+Row = TypeVar("Row")
+
+
+def must_get(s: Session, model: type[Row], key: object) -> Row:
+    """The row of `model` with primary key `key`, which the caller knows exists (it read its
+    id in the same transaction, and jobs and runs are never deleted)."""
+    row = s.get(model, key)
+    if row is None:
+        raise LookupError(f"{getattr(model, '__tablename__', model)} {key!r} vanished")
+    return row
 
 
 def hash_token(token: str) -> str:

@@ -65,6 +65,12 @@ class _JobState:
         return max(now, s.restart_end) + self.remaining * s.seconds_per_epoch
 
 
+def _held(s: _JobState) -> _Stretch:
+    """The stretch of a job known to hold GPUs (a running job)."""
+    assert s.stretch is not None
+    return s.stretch
+
+
 @dataclass(frozen=True)
 class JobRecord:
     job_id: str
@@ -166,7 +172,7 @@ class Simulator:
         self.start = start
         self.preset = dict(preset or {})
         self.record_decisions = record_decisions
-        self.decisions: list[tuple[float, frozenset[str], dict]] = []  # (time, jobs, plan)
+        self.decisions: list[tuple[float, frozenset[str], Mapping]] = []  # (time, jobs, plan)
         # when the last plan asked to be revisited (Decision.revisit_at), even if nothing happens
         self.revisit = math.inf if first_revisit is None else first_revisit
 
@@ -244,13 +250,13 @@ class Simulator:
         (a restart that ends inside it, where restarts draw less, splits the energy)."""
         if t1 <= t0:
             return
-        restarting = [s.stretch for s in running if s.stretch.restart_saved_w
-                      and t0 < s.stretch.restart_end]
+        restarting = [st for st in map(_held, running) if st.restart_saved_w
+                      and t0 < st.restart_end]
         ends = sorted({st.restart_end for st in restarting if st.restart_end < t1})
         for a, b in zip([t0, *ends], [*ends, t1]):
             self._energy(running, restarting, a, b)
         for s in running:
-            st = s.stretch
+            st = _held(s)
             progress = max(0.0, t1 - max(t0, st.restart_end)) / st.seconds_per_epoch
             progress = min(progress, s.remaining)
             s.remaining -= progress
@@ -275,7 +281,7 @@ class Simulator:
                 if priced:
                     self.energy_eur += priced(watts, t0, t1)
         for s in running:
-            st = s.stretch
+            st = _held(s)
             b = self.busy[st.node]
             share = self.node_power[st.node][b - 1] * st.gpus / b - st.saved_at(t0)
             s.energy_joules += share * dt

@@ -8,6 +8,7 @@ by a fresh copy of the same policy, and no further arrivals are assumed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from ..model import Job, Scenario
@@ -22,7 +23,7 @@ class ForeseenDecision:
 
     time: float
     jobs: frozenset[str]
-    plan: dict
+    plan: Mapping
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ def forecast(snapshot: Snapshot, plan: Plan, policy: Policy, *,
     return out
 
 
-def _shifted(plan: dict, now: float) -> dict:
+def _shifted(plan: Mapping, now: float) -> Mapping:
     """A foreseen plan on the live clock (the forecast runs on times relative to now)."""
     wake = revisit_at(plan)
     return dict(plan) if wake is None else Decision(plan, now + wake)

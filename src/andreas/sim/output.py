@@ -117,8 +117,11 @@ def recompute(scenario: Scenario, out_dir: str | Path) -> CostBreakdown:
 
 
 def read_job_records(path: str | Path) -> list[JobRecord]:
-    return _read_rows(path, JOB_COLUMNS, lambda row: JobRecord(
-        row["job_id"], *(float(row[c]) for c in JOB_COLUMNS[1:-1]), int(row["restarts"])))
+    def record(row: dict) -> JobRecord:
+        numbers = {c: float(row[c]) for c in JOB_COLUMNS[1:-1]}
+        return JobRecord(job_id=row["job_id"], restarts=int(row["restarts"]), **numbers)
+
+    return _read_rows(path, JOB_COLUMNS, record)
 
 
 def load_output(out_dir: str | Path):

@@ -22,8 +22,8 @@ later only while it keeps `share` × its run time of slack and at least min(its 
 plan, `guard` (5) × its run time): only jobs with days of slack pause for others. A job that
 ends later than planned, or that the plan leaves waiting, has its end stretched by `margin`
 (0.02) × the offered load on the nodes kept × the time from now, for the work that will
-arrive meanwhile. Looser hedges left jobs late under overload once more jobs came (5 nodes,
-λ = 2000: up to +43 %; docs/beyond-the-paper.md). With the load unknown nothing changes.
+arrive meanwhile. Looser hedges left jobs late under overload once more jobs came (measured in
+docs/beyond-the-paper.md). With the load unknown nothing changes.
 """
 
 from __future__ import annotations

@@ -42,6 +42,11 @@ class Reason:
         until = "-" if self.until is None else f"t={self.until:.0f}s"
         return REASON_KINDS[self.kind].format(until=until, node=self.node, job=self.job)
 
+    def sentence(self) -> str:
+        """The reason without its time (which a driver shows on its own clock)."""
+        return REASON_KINDS[self.kind].split(" until {until}")[0].format(
+            node=self.node, job=self.job)
+
 
 class Decision(Mapping[str, Assignment]):
     """A plan (job id -> assignment), the time to revisit it, and why each left-out job waits."""

@@ -254,6 +254,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
                 "source": info.source, "revisit_at": info.revisit_at,
                 "reasons": info.reasons, "decision_seconds": info.decision_s,
                 "assignments": {j: a for j, a in info.assignments.items() if keep(j)},
+                "waiting": {j: w for j, w in info.waiting.items() if keep(j)},
                 "forecast": forecast,
                 "predicted_total_cost": sum(f["total_cost"] for f in forecast.values())}
 
@@ -342,7 +343,18 @@ def _job_out(s, job: JobRow, scheduler: Scheduler, measured: dict | None) -> Job
                   message=job.message, running_on=_run_out(live) if live else None,
                   restarts=max(0, sum(1 for r in runs if r.handle or r.state != "ended") - 1),
                   speed_factor=job.speed_factor, predicted=job.predicted,
-                  forecast=job.forecast, measured=measured)
+                  forecast=job.forecast, measured=measured,
+                  **_why_waiting(job, scheduler))
+
+
+def _why_waiting(job: JobRow, scheduler: Scheduler) -> dict:
+    """`reason` and `held_until` of a job that waits (from the latest decision)."""
+    if job.state not in ("queued", "paused"):
+        return {"reason": None, "held_until": None}
+    why = scheduler.plan.waiting.get(job.id)
+    if why is None:
+        return {"reason": "not planned yet", "held_until": None}
+    return {"reason": why["text"], "held_until": why["until"]}
 
 
 def _metrics_text(store: Store, scheduler: Scheduler) -> str:

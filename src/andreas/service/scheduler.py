@@ -30,7 +30,7 @@ from ..measure.nvml import NvmlMeter
 from ..model import Cluster, Job, Node, Profiles
 from ..policies import make_policy
 from ..policies.base import Assignment, JobView, Snapshot, check_plan, revisit_at, stops_job
-from ..policies.decision import Decision
+from ..policies.decision import Decision, Reason
 from ..sim.forecast import ForeseenDecision, forecast
 from .config import ServiceConfig
 from .db import ACTIVE_STATES, JobRow, ProgressRow, RunRow
@@ -54,6 +54,29 @@ class PlanInfo:
     decisions: int = 0
     source: str = "policy"  # or "forecast": the plan the last forecast made for this moment
     revisit_at: float | None = None  # jobs held back on purpose must be looked at again then
+    # job id -> why it waits: {"reason": kind, "text": sentence, "until", "node", "job"}
+    waiting: dict[str, dict] = field(default_factory=dict)
+
+
+def waiting_reasons(snapshot: Snapshot, plan: Mapping, why: Mapping[str, Reason],
+                    previous: Mapping[str, dict]) -> dict[str, dict]:
+    """Why each job the plan leaves out waits: the decision's reason, else what an earlier
+    decision said (a plan kept unchanged), else no capacity. Nothing waits silently."""
+    out = {}
+    for view in snapshot.jobs:
+        if view.job_id in plan:
+            continue
+        if view.job_id in why:
+            r = why[view.job_id]
+            out[view.job_id] = {"reason": r.kind, "text": r.sentence(), "until": r.until,
+                                "node": r.node, "job": r.job}
+        elif view.job_id in previous:
+            out[view.job_id] = previous[view.job_id]
+        else:
+            r = Reason("no_capacity")
+            out[view.job_id] = {"reason": r.kind, "text": r.sentence(), "until": None,
+                                "node": None, "job": None}
+    return out
 
 
 class Scheduler:
@@ -319,6 +342,7 @@ class Scheduler:
         if plan is None:
             plan = self.policy.decide(snapshot) if snapshot.jobs else {}
         wake = revisit_at(plan)
+        why = dict(getattr(plan, "reasons", {}))  # per waiting job (Decision.reasons)
         plan = dict(plan)
         check_plan(snapshot, plan, self.policy.name)
         keep = {job_id: Assignment(run.node, len(run.gpu_indices))
@@ -339,8 +363,11 @@ class Scheduler:
         for job_id, assignment in starts:
             self._start(job_id, assignment)
         predicted, self.foreseen = predicted or self._forecast(snapshot, plan, wake)
+        previous = self.plan.waiting
         self._record_plan(snapshot, plan, predicted, reasons, decision_s)
         self.plan.source, self.plan.revisit_at = source, wake
+        self.plan.waiting = waiting_reasons(snapshot, plan, why, previous if source == "kept"
+                                            else {})
 
     def _forecast(self, snapshot: Snapshot, plan: dict, wake: float | None = None
                   ) -> tuple[dict, list[ForeseenDecision]]:

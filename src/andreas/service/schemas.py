@@ -71,6 +71,11 @@ class JobOut(BaseModel):
     forecast: dict | None = Field(description="the latest forecast")
     measured: dict | None = Field(description="energy (modelled from busy time, or NVML) and "
                                               "tardiness so far")
+    reason: str | None = Field(None, description="why a queued or paused job waits (held for "
+                               "company, waiting for GPUs on node N, deferred to a cheaper "
+                               "hour, no capacity, ...)")
+    held_until: float | None = Field(None, description="when a job held back on purpose "
+                                     "starts at the latest (Unix time)")
 
 
 class ProgressIn(BaseModel):

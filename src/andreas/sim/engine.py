@@ -306,8 +306,7 @@ class Simulator:
         self.revisit = wake if wake is not None and wake > now else math.inf
         self.points += 1
         if self.record_decisions:
-            self.decisions.append((now, frozenset(active), dict(plan) if wake is None
-                                   else Decision(plan, wake)))
+            self.decisions.append((now, frozenset(active), Decision.of(plan)))
         check_plan(snapshot, plan, self.policy.name)
         starts: list[tuple[_JobState, Assignment]] = []
         for job_id, s in active.items():

@@ -88,10 +88,14 @@ def forecast(snapshot: Snapshot, plan: Plan, policy: Policy, *,
     return out
 
 
-def _shifted(plan: Mapping, now: float) -> Mapping:
-    """A foreseen plan on the live clock (the forecast runs on times relative to now)."""
-    wake = revisit_at(plan)
-    return dict(plan) if wake is None else Decision(plan, now + wake)
+def _shifted(plan: Mapping, now: float) -> Decision:
+    """A foreseen plan on the live clock (the forecast runs on times relative to now), its
+    revisit time and the times its reasons name shifted too."""
+    decision = Decision.of(plan)
+    wake = decision.revisit_at
+    reasons = {j: r if r.until is None else replace(r, until=now + r.until)
+               for j, r in decision.reasons.items()}
+    return Decision(decision, None if wake is None else now + wake, reasons)
 
 
 __all__ = ["ForeseenDecision", "JobForecast", "forecast", "Job"]

@@ -1,0 +1,49 @@
+"""Every job the service leaves waiting says why (Decision.reasons through the API)."""
+
+from conftest import train_job, wait_for, write_service_files
+from fastapi.testclient import TestClient
+from helpers import cluster, job, scenario, snapshot
+
+from andreas.policies.base import Assignment
+from andreas.policies.decision import Reason
+from andreas.service.api import create_app
+from andreas.service.config import read_service_config
+from andreas.service.scheduler import waiting_reasons
+
+ADMIN = {"Authorization": "Bearer admin-secret"}
+ONE_NODE = "nodes:\n  - {name: n1, gpu_type: fast, gpus: 2}\n"
+
+
+def test_waiting_reasons_by_hand():
+    cl = cluster([("n", "T", 2)], {"T": [100, 150]})
+    sc = scenario(cl, {"p": {("T", 1): 10.0}}, [job("a"), job("b"), job("c"), job("d")])
+    snap = snapshot(sc)
+    why = {"b": Reason("held_for_company", until=500.0)}
+    previous = {"c": {"reason": "waiting_for_gpus", "text": "waiting for GPUs on node n",
+                      "until": 80.0, "node": "n", "job": None}}
+    out = waiting_reasons(snap, {"a": Assignment("n", 1)}, why, previous)
+    assert set(out) == {"b", "c", "d"}  # every job left out, none that runs
+    assert out["b"] == {"reason": "held_for_company", "text": "held for company",
+                        "until": 500.0, "node": None, "job": None}
+    assert out["c"] == previous["c"]
+    assert out["d"]["reason"] == "no_capacity" and out["d"]["until"] is None
+
+
+def test_a_job_without_room_says_no_capacity(tmp_path):
+    config = read_service_config(write_service_files(tmp_path, nodes=ONE_NODE))
+    with TestClient(create_app(config, admin_token="admin-secret")) as client:
+        ids = [client.post("/jobs", headers=ADMIN, json=train_job(
+            40, deadline_s=3600, profile="one")).json()["id"] for _ in range(3)]
+        wait_for(lambda: sum(client.get(f"/jobs/{j}", headers=ADMIN).json()["state"]
+                             == "running" for j in ids) == 2, what="two jobs to run")
+        jobs = [client.get(f"/jobs/{j}", headers=ADMIN).json() for j in ids]
+        queued = [j for j in jobs if j["state"] == "queued"]
+        assert len(queued) == 1
+        assert queued[0]["reason"].startswith("no capacity")
+        assert all(j["reason"] is None for j in jobs if j["state"] == "running")
+        plan = client.get("/plan", headers=ADMIN).json()
+        assert plan["waiting"][queued[0]["id"]]["reason"] == "no_capacity"
+        for j in ids:
+            client.post(f"/jobs/{j}/cancel", headers=ADMIN)
+        wait_for(lambda: all(client.get(f"/jobs/{j}", headers=ADMIN).json()["state"]
+                             == "cancelled" for j in ids), what="the jobs to be cancelled")

@@ -78,7 +78,7 @@ def test_tokens_are_stored_hashed(tmp_path, database_url):
       "inline_profile": [{"gpu_type": "fast", "gpus": 4, "seconds_per_epoch": 1}]}, 400,
      "no node of the cluster can run"),
     ({"command": ["true"], "epochs": 0, "deadline_s": 60, "profile": "mlp"}, 422,
-     "epochs: Input should be greater than 0"),
+     "epochs: Input should be greater than or equal to 0.001"),
     ({"command": ["true"], "epochs": 2, "deadline_s": 60, "profile": "mlp", "priority": 9},
      422, "priority: Input should be less than or equal to 5"),
     ({"command": ["true"], "epochs": 2, "deadline_s": 60, "profile": "mlp", "weight": 1,

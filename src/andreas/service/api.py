@@ -13,8 +13,9 @@ import time
 import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Annotated
 
-from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi import Body, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -25,8 +26,9 @@ from ..executors import NodeInfo, make_executor
 from ..io import feasible_configs
 from .config import ServiceConfig
 from .db import JobRow, RunRow, User
+from .limits import BodyLimit
 from .scheduler import Scheduler
-from .schemas import JobOut, JobSubmit, NodeOut, ProgressIn, RunOut, TokenCreate
+from .schemas import MAX_BATCH, JobOut, JobSubmit, NodeOut, ProgressIn, RunOut, TokenCreate
 from .store import Store, hash_token, must_get
 
 log = logging.getLogger("andreas.service")
@@ -63,6 +65,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
                   description="Energy- and deadline-aware scheduling of deep-learning jobs. "
                               "Submit jobs, watch the plan and the costs.")
     app.state.scheduler, app.state.store, app.state.config = scheduler, store, config
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):
@@ -136,7 +139,8 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
         return accept([_validate_submission(config, body, time.time())], user)[0]
 
     @app.post("/jobs/batch", tags=["jobs"], status_code=201, response_model=list[JobOut])
-    def submit_batch(body: list[JobSubmit], user: User = Depends(current_user)):
+    def submit_batch(body: Annotated[list[JobSubmit], Body(max_length=MAX_BATCH)],
+                     user: User = Depends(current_user)):
         """Submit several jobs at once: all or none are accepted, and they are planned
         together (a workload known in advance)."""
         now = time.time()
@@ -194,12 +198,16 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
             visible_job(s, job_id, user)
             run_ids = s.scalars(select(RunRow.id).where(RunRow.job_id == job_id)
                                 .order_by(RunRow.id)).all()
-        parts = []
-        for run_id in run_ids:
+        parts, left = [], tail_bytes
+        for run_id in reversed(run_ids):  # newest first, reading only the tail of each file
+            if left <= 0:
+                break
             path = scheduler.job_dir(job_id) / "logs" / f"run-{run_id}.log"
-            text = path.read_text(errors="replace") if path.exists() else ""
-            parts.append(f"--- run {run_id} ---\n{text}")
-        return "".join(parts)[-tail_bytes:]
+            text = read_tail(path, left)
+            part = f"--- run {run_id} ---\n{text}"
+            parts.append(part)
+            left -= len(part)
+        return "".join(reversed(parts))[-tail_bytes:]
 
     @app.post("/jobs/{job_id}/progress", tags=["jobs"])
     def progress(job_id: str, body: ProgressIn,
@@ -318,7 +326,8 @@ def _validate_submission(config: ServiceConfig, body: JobSubmit, now: float) -> 
                            "seconds_per_epoch": row.seconds_per_epoch})
     if cluster.nodes and not feasible_configs(cluster, configs):
         bad("no node of the cluster can run any configuration of this job's profile")
-    return JobRow(name=body.name or Path(command[-1] if body.script is None else body.script).name,
+    default_name = Path(command[-1] if body.script is None else body.script).name[:200]
+    return JobRow(name=body.name or default_name,
                   command=command, workdir=body.workdir, epochs=body.epochs, submitted_at=now,
                   due_date=due, weight=weight, profile_name=body.profile, inline_profile=inline,
                   state="queued", epochs_done=0.0, cancel_requested=False, speed_factor=1.0)
@@ -394,3 +403,15 @@ def _metrics_text(store: Store, scheduler: Scheduler) -> str:
     metric("andreas_predicted_cost_eur", "gauge", "Cost still to come under the latest plan.",
            [("", sum(f["total_cost"] for f in scheduler.plan.forecast.values()))])
     return "\n".join(lines) + "\n"
+
+
+def read_tail(path: Path, max_bytes: int) -> str:
+    """The last `max_bytes` bytes of a file as text, read from the end: a log of hundreds of
+    megabytes costs the service no more memory than the tail asked for."""
+    try:
+        with path.open("rb") as f:
+            size = f.seek(0, 2)
+            f.seek(max(0, size - max_bytes))
+            return f.read(max_bytes).decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""

@@ -13,6 +13,7 @@ Example (paths are relative to the file)::
     policy_options: {seed: 1}
     period_s: 60                     # also replan every minute (null: only on events)
     grace_s: 10                      # SIGTERM, then SIGKILL after this long
+    max_body_bytes: 4194304          # larger request bodies are refused (413)
     public_url: http://127.0.0.1:8000  # where jobs report progress
     priority_weights: {1: 0.0001, 2: 0.0002, 3: 0.0005, 4: 0.001, 5: 0.002}
 
@@ -49,6 +50,7 @@ class ServiceConfig:
     period_s: float | None = 60.0
     poll_s: float = 0.5
     grace_s: float = 10.0
+    max_body_bytes: int = 4 * 1024 * 1024  # larger request bodies get 413
     public_url: str = "http://127.0.0.1:8000"
     priority_weights: dict[int, float] = field(default_factory=lambda: dict(
         DEFAULT_PRIORITY_WEIGHTS))
@@ -163,6 +165,8 @@ def read_service_config(path: str | Path) -> ServiceConfig:
         gpu_indices=indices, policy=policy, policy_options=policy_options, period_s=period,
         poll_s=doc.number("poll_s", default=0.5, positive=True),
         grace_s=doc.number("grace_s", default=10.0, minimum=0.0),
+        max_body_bytes=int(doc.number("max_body_bytes", default=4 * 1024 * 1024,
+                                      positive=True)),
         public_url=text("public_url", "http://127.0.0.1:8000").rstrip("/"),
         priority_weights=weights, learn=learn_item.value if learn_item else True,
         replan_deviation=doc.number("replan_deviation", default=0.1, positive=True))

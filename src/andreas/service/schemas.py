@@ -2,37 +2,75 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+# Limits on what a submission may hold: each refused with a 422 that names the field.
+MAX_TEXT = 4096  # characters in one argument, path or name
+MAX_ARGS = 1000  # arguments of a command
+MAX_EPOCHS = 1e9
+MIN_EPOCHS = 1e-3  # below this a job would count as done before it starts
+MAX_DEADLINE_S = 10 * 365 * 86400.0  # ten years
+MAX_UNIX_TIME = 4102444800.0  # 2100-01-01: a due date past it is a unit mistake
+MAX_WEIGHT = 1e6  # EUR per second late
+MAX_PROFILE_ROWS = 256
+MAX_BATCH = 1000  # jobs in one batch
 
 
-class ProfileRow(BaseModel):
-    gpu_type: str = Field(description="GPU type name, e.g. V100 (case-insensitive)")
-    gpus: int = Field(ge=1)
-    seconds_per_epoch: float = Field(gt=0)
+def _plain_text(value: str) -> str:
+    """Text a database and a command line can hold: no NUL, valid UTF-8 (no lone surrogate)."""
+    if "\x00" in value:
+        raise ValueError("must not contain a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid UTF-8 text (no lone surrogate)") from None
+    return value
 
 
-class JobSubmit(BaseModel):
+Text = Annotated[str, Field(max_length=MAX_TEXT), AfterValidator(_plain_text)]
+
+
+class Strict(BaseModel):
+    """Every request body: unknown fields, NaN and infinities are refused."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class ProfileRow(Strict):
+    gpu_type: Text = Field(description="GPU type name, e.g. V100 (case-insensitive)",
+                           max_length=100)
+    gpus: int = Field(ge=1, le=1024)
+    seconds_per_epoch: float = Field(gt=0, le=1e9)
+
+
+class JobSubmit(Strict):
     """A training job. Give `command` or `script`; `due_date` or `deadline_s`; `weight` or
     `priority`; `profile` or `inline_profile`."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    name: str | None = Field(None, max_length=200)
-    command: list[str] | None = Field(None, min_length=1, description="argv to run")
-    script: str | None = Field(None, description="a Python script, run with the service's "
-                                                 "interpreter")
-    args: list[str] = Field(default_factory=list, description="arguments for `script`")
-    workdir: str | None = Field(None, description="working directory (default: the service's)")
-    epochs: float = Field(gt=0)
-    due_date: float | None = Field(None, description="Unix time the job is due")
-    deadline_s: float | None = Field(None, gt=0, description="due this many seconds after "
-                                                             "submission")
-    weight: float | None = Field(None, ge=0, description="tardiness cost, EUR per second late")
+    name: Text | None = Field(None, max_length=200)
+    command: list[Text] | None = Field(None, min_length=1, max_length=MAX_ARGS,
+                                       description="argv to run")
+    script: Text | None = Field(None, description="a Python script, run with the service's "
+                                                  "interpreter")
+    args: list[Text] = Field(default_factory=list, max_length=MAX_ARGS,
+                             description="arguments for `script`")
+    workdir: Text | None = Field(None, description="working directory (default: the "
+                                                   "service's)")
+    epochs: float = Field(ge=MIN_EPOCHS, le=MAX_EPOCHS)
+    due_date: float | None = Field(None, ge=0, le=MAX_UNIX_TIME,
+                                   description="Unix time the job is due")
+    deadline_s: float | None = Field(None, gt=0, le=MAX_DEADLINE_S,
+                                     description="due this many seconds after submission")
+    weight: float | None = Field(None, ge=0, le=MAX_WEIGHT,
+                                 description="tardiness cost, EUR per second late")
     priority: int | None = Field(None, ge=1, le=5, description="1 (low) to 5 (high); sets the "
                                                                "weight from the configuration")
-    profile: str | None = Field(None, description="a profile name from the service's "
-                                                  "profiles.csv")
-    inline_profile: list[ProfileRow] | None = Field(None, min_length=1)
+    profile: Text | None = Field(None, max_length=200,
+                                 description="a profile name from the service's profiles.csv")
+    inline_profile: list[ProfileRow] | None = Field(None, min_length=1,
+                                                    max_length=MAX_PROFILE_ROWS)
 
 
 class RunOut(BaseModel):
@@ -78,12 +116,12 @@ class JobOut(BaseModel):
                                      "starts at the latest (Unix time)")
 
 
-class ProgressIn(BaseModel):
-    epochs_done: float = Field(ge=0)
+class ProgressIn(Strict):
+    epochs_done: float = Field(ge=0, le=MAX_EPOCHS)
 
 
-class TokenCreate(BaseModel):
-    user: str = Field(min_length=1, max_length=100)
+class TokenCreate(Strict):
+    user: Text = Field(min_length=1, max_length=100)
     role: str = Field("user", pattern="^(admin|user)$")
 
 

@@ -1,0 +1,70 @@
+"""Input limits: non-finite and absurd numbers, bad text, huge bodies and log tails are refused
+or bounded with a clear answer, never a 500 (issue 21)."""
+
+import json
+
+import pytest
+from conftest import write_service_files
+from fastapi.testclient import TestClient
+
+from andreas.service.api import create_app, read_tail
+from andreas.service.config import read_service_config
+
+ADMIN = {"Authorization": "Bearer admin-secret", "Content-Type": "application/json"}
+GOOD = {"command": ["true"], "epochs": 3, "deadline_s": 600, "profile": "mlp"}
+
+
+@pytest.fixture
+def client(tmp_path):
+    path = write_service_files(tmp_path, extra="max_body_bytes: 200000\n")
+    config = read_service_config(path)
+    with TestClient(create_app(config, admin_token="admin-secret", run_scheduler=False)) as c:
+        yield c
+
+
+def post(client, body: dict | list, path="/jobs"):
+    # json.dumps writes NaN and Infinity as such, as a careless client would
+    return client.post(path, headers=ADMIN, content=json.dumps(body))
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"epochs": float("inf")}, "epochs"),
+    ({"epochs": 1e308}, "epochs"),
+    ({"epochs": 1e-7}, "epochs"),
+    ({"epochs": float("nan")}, "epochs"),
+    ({"deadline_s": None, "due_date": float("-inf")}, "due_date"),
+    ({"deadline_s": None, "due_date": float("nan")}, "due_date"),
+    ({"deadline_s": None, "due_date": 1e15}, "due_date"),
+    ({"deadline_s": 1e300}, "deadline_s"),
+    ({"weight": 1e308}, "weight"),
+    ({"command": ["echo", "a\x00b"]}, "command.1"),
+    ({"command": ["echo", "\ud800"]}, "command.1"),
+    ({"command": ["x" * 5000]}, "command.0"),
+    ({"command": ["echo"] * 1001}, "command"),
+])
+def test_bad_numbers_and_text_get_422_naming_the_field(client, change, field):
+    body = {k: v for k, v in {**GOOD, **change}.items() if v is not None}
+    r = post(client, body)
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"].startswith(field), r.json()
+
+
+def test_a_long_last_word_makes_a_name_of_200_characters(client):
+    r = post(client, {**GOOD, "command": ["echo", "w" * 300]})
+    assert r.status_code == 201, r.text
+    assert r.json()["name"] == "w" * 200
+
+
+def test_a_body_over_the_limit_gets_413(client):
+    big = {**GOOD, "command": ["echo"] + ["a" * 4000] * 60}  # about 240 kB
+    r = post(client, big)
+    assert r.status_code == 413 and "request body over 200000 bytes" in r.json()["detail"]
+    assert post(client, [GOOD] * 1001, "/jobs/batch").status_code in (413, 422)
+    assert client.get("/jobs", headers=ADMIN).json() == []  # nothing half-accepted
+
+
+def test_log_tails_are_read_from_the_end(tmp_path):
+    log = tmp_path / "run.log"
+    log.write_bytes(b"x" * 1_000_000 + "tail é".encode())
+    assert read_tail(log, 7) == "tail é"
+    assert read_tail(tmp_path / "none.log", 10) == ""

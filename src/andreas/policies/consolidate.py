@@ -280,16 +280,17 @@ class Consolidate:
 
     share: float
     margin: float
+    max_load: float = math.inf
     name: ClassVar[str] = "consolidate"
 
     @classmethod
     def configure(cls, params: "GreedyParams") -> "Consolidate | None":
         if params.hold_share is None or params.consolidate_margin is None or params.pass_budget:
             return None
-        return cls(params.hold_share, params.consolidate_margin)
+        return cls(params.hold_share, params.consolidate_margin, params.consolidate_max_load)
 
     def apply(self, snapshot: Snapshot, decision: Decision, ctx: StepContext) -> Decision:
-        if snapshot.cluster.tariff is not None:
+        if snapshot.cluster.tariff is not None or not ctx.load < self.max_load:
             return decision
         plan, awaited = consolidate(snapshot, decision, share=self.share, load=ctx.load,
                                     margin=self.margin)

@@ -82,6 +82,9 @@ class GreedyParams:
         ARRIVAL_MARGIN, "run the queue on fewer powered nodes when a timeline of the known "
         "jobs keeps each in time, ends stretched by this share of the offered load x the time "
         "from now (consolidate.py); off: never")
+    consolidate_max_load: float = option(
+        DEFAULT_MAX_LOAD, "consolidate only while the offered load is below this: nearer full "
+        "load the smaller, longer runs it chooses leave arrivals slow nodes (bench/zoo.md)")
     forward_check: bool = option(
         True, "keep the holds of a decision only if, played forward with sampled arrivals, "
         "they cost no more than running the held jobs now (forward_check.py)")
@@ -107,7 +110,7 @@ class GreedyParams:
         if self.consolidate_margin is not None and not self.consolidate_margin >= 0:
             raise AndreasError(f"consolidate_margin must be >= 0 or None, got "
                                f"{self.consolidate_margin}")
-        for name in ("hold_max_load", "resize_max_load"):
+        for name in ("hold_max_load", "resize_max_load", "consolidate_max_load"):
             if not getattr(self, name) >= 0:
                 raise AndreasError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.config_energy not in CONFIG_ENERGIES:

@@ -181,10 +181,12 @@ def test_slack_guard_config_energy_and_hold_options_reach_the_policy(tmp_path):
             simulate(sc, make_policy("greedy", **params)).summary["total_cost"])
         costs[args] = cost
     assert len(set(costs.values())) == 3  # the paper's choice, and no hold, cost more here
-    for bad in (("--slack-guard", "-1"), ("--slack-guard", "x"), ("--config-energy", "cheap"),
-                ("--hold", "soon")):
+    for bad, named in ((("--slack-guard", "-1"), "slack_guard"),
+                       (("--slack-guard", "x"), "slack_guard"),
+                       (("--config-energy", "cheap"), "config_energy"),
+                       (("--hold", "soon"), "hold_share")):
         run = andreas("simulate", tmp_path / "sc", "--out", tmp_path / "bad", *bad)
-        assert run.returncode == 2 and bad[0] in run.stderr
+        assert run.returncode == 2 and named in run.stderr, run.stderr
         assert not (tmp_path / "bad").exists()
 
 

@@ -5,8 +5,10 @@ Every user error (bad scenario file, bad option) prints one line and exits with 
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
+import typing
 from functools import wraps
 from pathlib import Path
 from typing import Callable, Optional
@@ -117,104 +119,66 @@ def parse_policies(text: str) -> list[str]:
     return names
 
 
-def greedy_params(max_iterations: int, pi: float, alpha: float, beta: float,
-                  elite_size: int, score: str = "lookahead", order: str = "adaptive",
-                  extra_orders: str = "", milp_time_limit: float = 5.0,
-                  plan_restart_s: float = 0.0, power_limits: bool = True,
-                  pass_budget: int = 0, slack_guard: str = "0.5",
-                  config_energy: str = "filled", hold: str = "0.1",
-                  resize: str = "0.5", consolidate: str = "0.02") -> dict:
-    if max_iterations < 1 or elite_size < 1:
-        raise AndreasError("--max-iterations and --elite-size must be >= 1")
-    for name, v in (("--pi", pi), ("--alpha", alpha), ("--beta", beta)):
-        if not 0.0 <= v <= 1.0:
-            raise AndreasError(f"{name}: expected a value in [0, 1], got {v}")
-    from .policies.orderings import ORDERINGS
-    from .policies.scoring import SCORES
-
-    if score not in SCORES:
-        raise AndreasError(f"--score: expected one of {', '.join(SCORES)}, got {score!r}")
-    extras = tuple(o.strip() for o in extra_orders.split(",") if o.strip())
-    for o in (order, *extras):
-        if o not in ORDERINGS:
-            raise AndreasError(f"--order/--extra-orders: expected one of "
-                               f"{', '.join(ORDERINGS)}, got {o!r}")
-    if milp_time_limit <= 0:
-        raise AndreasError("--milp-time-limit must be > 0 seconds")
-    if plan_restart_s < 0:
-        raise AndreasError("--plan-restart-s must be >= 0 seconds")
-    if pass_budget < 0:
-        raise AndreasError("--pass-budget must be >= 0 (0 = no limit)")
-    guard = share_or_off("--slack-guard", slack_guard)
-    from .policies.greedy import CONFIG_ENERGIES
-
-    if config_energy not in CONFIG_ENERGIES:
-        raise AndreasError(f"--config-energy: expected one of {', '.join(CONFIG_ENERGIES)}, got "
-                           f"{config_energy!r}")
-    return dict(max_iterations=max_iterations, pi=pi, alpha=alpha, beta=beta,
-                elite_size=elite_size, score=score, order=order, extra_orders=extras,
-                milp_time_limit=milp_time_limit, plan_restart_s=plan_restart_s,
-                power_limits=power_limits, pass_budget=pass_budget, slack_guard=guard,
-                config_energy=config_energy, hold_share=share_or_off("--hold", hold),
-                resize_max_load=share_or_off("--resize", resize) or 0.0,
-                consolidate_margin=share_or_off("--consolidate", consolidate))
+# Policy options as flags: one per option of any policy, generated from the options'
+# registry (policies/options.py), so that a flag, --set and service.yaml mean the same.
+# Shorter names kept for the options most used: --hold, --resize, --consolidate.
+FLAG_ALIASES = {"hold_share": ("--hold",), "resize_max_load": ("--resize",),
+                "consolidate_margin": ("--consolidate",)}
+FLAG_OFF = {"resize_max_load": "0"}  # '--resize off' = never resize
 
 
-def share_or_off(option: str, text: str) -> float | None:
-    """A share >= 0, or None for 'off'."""
-    if text.strip().lower() == "off":
-        return None
-    try:
-        share = float(text)
-    except ValueError:
-        share = -1.0
-    if not share >= 0:
-        raise AndreasError(f"{option}: expected a share >= 0 or 'off', got {text!r}")
-    return share
+def _policy_flag_specs() -> dict:
+    specs: dict = {}
+    for name in POLICIES:
+        for key, spec in option_specs(name).items():
+            if key != "seed":  # each command has its own --seed
+                specs.setdefault(key, spec)
+    return specs
 
 
-MaxIt = typer.Option(1000, help="Randomized Greedy: most iterations per decision.")
-Pi = typer.Option(0.05, help="Randomized Greedy: swap-probability bias π by weight.")
-Alpha = typer.Option(0.05, help="Randomized Greedy: share α of configurations to pick among.")
-Beta = typer.Option(0.2, help="Randomized Greedy: share β of best-fitting nodes to pick among.")
-Elite = typer.Option(10, help="Randomized Greedy: number of best plans kept.")
-Score = typer.Option("lookahead", help="Greedy plan score: 'lookahead' (estimated cost of "
-                     "finishing every job) or 'proxy' (the paper's, up to the first completion).")
-Order = typer.Option("adaptive", help="Greedy job order: adaptive (pressure; ATC once a "
-                     "quarter of the jobs cannot meet their due date), pressure (the paper's), "
-                     "atc, wspt, edf, fifo, ps.")
-Extra = typer.Option("", help="Randomized Greedy: also start from these orders, e.g. 'wspt,atc'.")
-MilpLimit = typer.Option(5.0, help="milp: HiGHS time limit per decision (s).")
-PlanRestart = typer.Option(0.0, help="Greedy policies: plan as if each restart lost at least "
-                           "this many seconds (fewer moves and resizes; 0 = as the cluster says).")
-PowerLimits = typer.Option(True, "--power-limits/--no-power-limits",
-                           help="andreas policies: cap the GPUs of jobs with slack when the "
-                           "profiles give power limits (docs/power-limits.md).")
-PassBudget = typer.Option(0, help="Randomized Greedy: at most this many job placements "
-                          "(passes × jobs) per decision, for long queues such as trace "
-                          "replays; 0 = no limit.")
-SlackGuard = typer.Option("0.5", help="andreas policies: a randomised plan replaces the "
-                          "deterministic pass only if it leaves no job that pass runs waiting, "
-                          "ends no job late there later, and leaves each on-time job at least "
-                          "min(its slack there, this share of its run time); 'off' to disable.")
-Hold = typer.Option("0.1", help="Greedy policies: while every job is placed, a job that "
-                    "would run alone on a node waits, keeping this share of its run time as "
-                    "slack: for GPUs to free on a powered node (offered load below 1), or for "
-                    "company until its latest start (below 0.5); 'off' to disable.")
-Resize = typer.Option("0.5", help="Greedy policies: while no job waits and the offered load "
-                      "is below this, try other GPU counts for the chosen plan's jobs and "
-                      "repack nodes (fewest GPUs, jobs from slower nodes in the GPUs freed); "
-                      "'off' to disable.")
-Consolidate = typer.Option("0.02", help="Greedy policies: run the queue on fewer powered "
-                           "nodes or smaller configurations when a timeline of the known jobs "
-                           "keeps each in time, every end stretched by this share of the "
-                           "offered load x the time from now for arrivals; off with 'off', "
-                           "--hold off or a --pass-budget.")
-ConfigEnergy = typer.Option("filled", help="Greedy policies: give each job the on-time "
-                            "configuration that adds the least energy to its node, priced as "
-                            "if the jobs still to place that could join the node did "
-                            "('filled'), or as the node is now ('marginal'), or that costs "
-                            "least on a node of its own ('alone', the paper's).")
+def _flag_parameters() -> list[inspect.Parameter]:
+    out = []
+    for key, spec in _policy_flag_specs().items():
+        dashed = "--" + key.replace("_", "-")
+        default = "off" if spec.default is None else (
+            ",".join(spec.default) if isinstance(spec.default, tuple) else spec.default)
+        text = f"Policy option {key}: {spec.help} (default {default})."
+        if spec.kind == "bool":
+            option = typer.Option(None, f"{dashed}/--no-{key.replace('_', '-')}", help=text,
+                                  rich_help_panel="Policy options")
+            annotation: object = Optional[bool]
+        else:
+            option = typer.Option(None, dashed, *FLAG_ALIASES.get(key, ()), help=text,
+                                  rich_help_panel="Policy options")
+            annotation = Optional[str]
+        out.append(inspect.Parameter(f"flag_{key}", inspect.Parameter.KEYWORD_ONLY,
+                                     default=option, annotation=annotation))
+    return out
+
+
+def with_policy_flags(fn: Callable) -> Callable:
+    """Give a command every policy option as a flag; it receives the ones given as
+    `policy_flags` (a dict of option: value, still to be checked against its policies)."""
+    hints = typing.get_type_hints(fn)
+    own = [p.replace(annotation=hints.get(p.name, p.annotation))
+           for p in inspect.signature(fn).parameters.values() if p.name != "policy_flags"]
+    flags = _flag_parameters()
+
+    @wraps(fn)
+    def wrapper(*args, **kwargs):
+        given = {}
+        for param in flags:
+            value = kwargs.pop(param.name)
+            if value is not None:
+                key = param.name[len("flag_"):]
+                given[key] = FLAG_OFF.get(key, value) if value == "off" else value
+        return fn(*args, policy_flags=given, **kwargs)
+
+    wrapper.__signature__ = inspect.Signature(own + flags)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in own + flags}
+    return wrapper
+
+
 SetOption = typer.Option(None, "--set", help="A policy option as key=value (repeatable), "
                          "e.g. --set hold_share=off; `andreas policies NAME` lists them.")
 OptionsFile = typer.Option(None, "--policy-options", help="A YAML file of policy options "
@@ -230,6 +194,7 @@ Overhead = typer.Option(None, "--restart-overhead", min=0.0,
 
 @app.command("simulate")
 @user_errors
+@with_policy_flags
 def simulate_cmd(
     scenario_dir: Path = typer.Argument(..., help="Scenario directory (cluster.yaml, "
                                         "profiles.csv, workload.csv)."),
@@ -238,21 +203,13 @@ def simulate_cmd(
     out: Path = typer.Option(..., help="Output directory (summary.json, jobs.csv, segments.csv)."),
     period: Optional[float] = Period,
     period_only: bool = PeriodOnly,
-    max_iterations: int = MaxIt, pi: float = Pi, alpha: float = Alpha, beta: float = Beta,
-    elite_size: int = Elite, score: str = Score, order: str = Order, extra_orders: str = Extra,
-    milp_time_limit: float = MilpLimit, plan_restart_s: float = PlanRestart,
-    power_limits: bool = PowerLimits, pass_budget: int = PassBudget,
-    slack_guard: str = SlackGuard, config_energy: str = ConfigEnergy, hold: str = Hold,
-    resize: str = Resize, consolidate: str = Consolidate,
     set_options: Optional[list[str]] = SetOption, options_file: Optional[Path] = OptionsFile,
+    policy_flags: Optional[dict] = None,
 ) -> None:
     """Simulate one policy on one scenario and write its schedule and costs."""
     parse_policies(policy)
     check_period(period, period_only)
-    params = shared_options([policy], greedy_params(
-        max_iterations, pi, alpha, beta, elite_size, score, order, extra_orders,
-        milp_time_limit, plan_restart_s, power_limits, pass_budget, slack_guard,
-        config_energy, hold, resize, consolidate), options_file, set_options or [])
+    params = shared_options([policy], policy_flags or {}, options_file, set_options or [])
     scenario = load_scenario(scenario_dir)
     with _progress() as bar:
         task = bar.add_task(f"{policy} on {scenario.name}", total=len(scenario.jobs))
@@ -346,6 +303,7 @@ def import_trace_cmd(
 
 @app.command("compare")
 @user_errors
+@with_policy_flags
 def compare_cmd(
     scenario_dirs: Optional[list[Path]] = typer.Argument(None, help="Scenario directories."),
     policies: str = typer.Option(",".join(["fifo", "edf", "ps", "greedy", "andreas"]),
@@ -366,22 +324,14 @@ def compare_cmd(
     period: Optional[float] = Period,
     period_only: bool = PeriodOnly,
     restart_overhead: Optional[float] = Overhead,
-    max_iterations: int = MaxIt, pi: float = Pi, alpha: float = Alpha, beta: float = Beta,
-    elite_size: int = Elite, score: str = Score, order: str = Order, extra_orders: str = Extra,
-    milp_time_limit: float = MilpLimit, plan_restart_s: float = PlanRestart,
-    power_limits: bool = PowerLimits, pass_budget: int = PassBudget,
-    slack_guard: str = SlackGuard, config_energy: str = ConfigEnergy, hold: str = Hold,
-    resize: str = Resize, consolidate: str = Consolidate,
     set_options: Optional[list[str]] = SetOption, options_file: Optional[Path] = OptionsFile,
+    policy_flags: Optional[dict] = None,
 ) -> None:
     """Run several policies on the same scenarios and print a cost table with 95 % CIs."""
     names = parse_policies(policies)
     seed_list = parse_seeds(seeds)
     check_period(period, period_only)
-    params = shared_options(names, greedy_params(
-        max_iterations, pi, alpha, beta, elite_size, score, order, extra_orders,
-        milp_time_limit, plan_restart_s, power_limits, pass_budget, slack_guard,
-        config_energy, hold, resize, consolidate), options_file, set_options or [])
+    params = shared_options(names, policy_flags or {}, options_file, set_options or [])
     if generate is not None:
         if scenario_dirs:
             raise AndreasError("give scenario directories or --generate, not both")
@@ -435,6 +385,7 @@ def plot_cmd(
 
 @app.command("sweep")
 @user_errors
+@with_policy_flags
 def sweep_cmd(
     out: Path = typer.Option(..., help="Sweep directory (sweep.csv, summary.csv, "
                              "reductions.md, plots). Rerun to resume."),
@@ -446,13 +397,8 @@ def sweep_cmd(
     scenario: str = typer.Option("paper", help="Template: 'paper' or a template directory."),
     workers: int = typer.Option(0, min=0, help="Worker processes (0 = one per core)."),
     period: Optional[float] = Period,
-    max_iterations: int = MaxIt, pi: float = Pi, alpha: float = Alpha, beta: float = Beta,
-    elite_size: int = Elite, score: str = Score, order: str = Order, extra_orders: str = Extra,
-    milp_time_limit: float = MilpLimit, plan_restart_s: float = PlanRestart,
-    power_limits: bool = PowerLimits, pass_budget: int = PassBudget,
-    slack_guard: str = SlackGuard, config_energy: str = ConfigEnergy, hold: str = Hold,
-    resize: str = Resize, consolidate: str = Consolidate,
     set_options: Optional[list[str]] = SetOption, options_file: Optional[Path] = OptionsFile,
+    policy_flags: Optional[dict] = None,
 ) -> None:
     """Sweep node counts × λ × instances in the paper's style; resumable."""
     from .experiments.sweep import SweepConfig, read_rows, run_sweep, write_sweep_outputs
@@ -468,11 +414,8 @@ def sweep_cmd(
         raise AndreasError("--nodes must be >= 1 and --lambdas > 0")
     config = SweepConfig(scenario, node_list, lam_list, instances, tuple(names),
                          tuple(parse_seeds(seeds)), period,
-                         shared_options(names, greedy_params(
-                             max_iterations, pi, alpha, beta, elite_size, score, order,
-                             extra_orders, milp_time_limit, plan_restart_s, power_limits,
-                             pass_budget, slack_guard, config_energy, hold, resize,
-                             consolidate), options_file, set_options or []))
+                         shared_options(names, policy_flags or {}, options_file,
+                                        set_options or []))
     template = load_template(scenario)
     missing = len([k for k in config.keys() if k not in read_rows(out / "sweep.csv")])
     with _progress() as bar:

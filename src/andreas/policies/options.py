@@ -146,9 +146,12 @@ def parse_assignments(items: Iterable[str], policies: str | Iterable[str],
 
 def shared_options(policies: Iterable[str], base: Mapping[str, Any],
                    options_file: Path | None, assignments: Iterable[str]) -> dict[str, Any]:
-    """`base` (defaults or legacy flags), then a --policy-options file, then --set items."""
+    """Options from flags (`base`), then a --policy-options file, then --set items: each
+    checked against the policies, and each later source winning."""
     names = list(policies)
-    out = dict(base)
+    out: dict[str, Any] = {}
+    for key, value in base.items():  # a flag's error names the flag
+        out.update(check_shared_options(names, {key: value}, "--" + key.replace("_", "-")))
     if options_file is not None:
         out.update(check_shared_options(names, read_options_file(options_file),
                                         str(options_file)))

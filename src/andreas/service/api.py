@@ -217,7 +217,11 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
         digest = hash_token(credentials.credentials)
         with store.session() as s:
             job = s.get(JobRow, job_id)
-            if job is None:
+            refused = HTTPException(403, f"this token may not report progress for job {job_id!r}")
+            if job is None:  # the same answer as for a job that exists: ids do not leak
+                user = store.user_for(credentials.credentials)
+                if user is None or user.role != "admin":
+                    raise refused
                 raise HTTPException(404, f"no job {job_id!r}")
             run = s.scalar(select(RunRow).where(RunRow.job_id == job_id,
                                                 RunRow.state.in_(("starting", "running")))
@@ -225,8 +229,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
             if run is None or run.token_hash != digest:
                 user = store.user_for(credentials.credentials)
                 if user is None or (user.role != "admin" and user.id != job.owner_id):
-                    raise HTTPException(403, "this token may not report progress for "
-                                             f"job {job_id!r}")
+                    raise refused
                 if run is None:
                     raise HTTPException(409, f"job {job_id!r} is not running")
             if body.epochs_done > job.epochs + 1e-9:
@@ -239,13 +242,17 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
         return {"job": job_id, "epochs_done": done}
 
     @app.get("/nodes", tags=["cluster"], response_model=list[NodeOut])
-    def nodes(_: User = Depends(current_user)):
+    def nodes(user: User = Depends(current_user)):
+        """GPUs and who holds them; a user sees other users' jobs only as "busy"."""
         busy: dict[str, dict[str, str]] = {}
         with store.session() as s:
+            owned = None if user.role == "admin" else set(s.scalars(
+                select(JobRow.id).where(JobRow.owner_id == user.id)))
             for run in s.scalars(select(RunRow).where(RunRow.state.in_(("starting",
                                                                          "running")))):
+                shown = run.job_id if owned is None or run.job_id in owned else "busy"
                 for i in run.gpu_indices:
-                    busy.setdefault(run.node, {})[str(i)] = run.job_id
+                    busy.setdefault(run.node, {})[str(i)] = shown
         return [NodeOut(name=n.name, gpu_type=n.gpu_type, gpus=n.gpus,
                         gpu_indices=list(n.gpu_indices), busy=busy.get(n.name, {}))
                 for n in scheduler.nodes()]
@@ -394,8 +401,6 @@ def _metrics_text(store: Store, scheduler: Scheduler) -> str:
            [("", measured["energy_cost"])])
     metric("andreas_tardiness_cost_eur_total", "counter", "Tardiness cost of completed jobs.",
            [("", measured["tardiness_cost"])])
-    metric("andreas_job_cost_eur", "gauge", "Cost per job so far (energy + tardiness).",
-           [(f'{{job="{j}"}}', v["total_cost"]) for j, v in sorted(measured["jobs"].items())])
     metric("andreas_decisions_total", "counter", "Rescheduling decisions made.",
            [("", scheduler.plan.decisions)])
     metric("andreas_decision_seconds", "gauge", "Time the last decision took.",

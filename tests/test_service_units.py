@@ -165,3 +165,15 @@ def test_modelled_energy_charges_each_runs_start_up_at_the_restart_draw():
     plain = Cluster({"G": GpuType("G", (300.0, 600.0))}, cluster.nodes, 0.25, 1.0, 5.0)
     assert [s.phase for s in run_segments(plain, "a", "n", "G", 2, t0, t0 + 20, 10.0)] \
         == ["run"]  # no restart draw set: a run is busy from its start (the paper's model)
+
+
+def test_sqlite_commits_are_synchronous_full(tmp_path):
+    """What docs/service.md promises: an acknowledged job is on disk (WAL, synchronous=FULL)."""
+    from sqlalchemy import text
+
+    from andreas.service.store import Store
+
+    store = Store(f"sqlite:///{tmp_path}/state.db")
+    with store.engine.connect() as conn:
+        assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+        assert conn.execute(text("PRAGMA synchronous")).scalar() == 2  # FULL

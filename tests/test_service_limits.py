@@ -68,3 +68,16 @@ def test_log_tails_are_read_from_the_end(tmp_path):
     log.write_bytes(b"x" * 1_000_000 + "tail é".encode())
     assert read_tail(log, 7) == "tail é"
     assert read_tail(tmp_path / "none.log", 10) == ""
+
+
+def test_every_response_carries_security_headers(client):
+    for r in (client.get("/healthz"), client.get("/jobs"), post(client, {"epochs": "x"}),
+              client.get("/jobs", headers=ADMIN)):
+        assert r.headers["x-content-type-options"] == "nosniff"
+        assert r.headers["x-frame-options"] == "DENY"
+        assert r.headers["cache-control"] == "no-store"
+        assert "default-src 'none'" in r.headers["content-security-policy"]
+    assert "access-control-allow-origin" not in client.get(
+        "/jobs", headers={**ADMIN, "Origin": "https://evil.example"}).headers  # no CORS
+    docs = client.get("/docs")  # Swagger UI loads its script: no 'none' policy there
+    assert docs.status_code == 200 and "content-security-policy" not in docs.headers

@@ -26,7 +26,7 @@ from ..executors import NodeInfo, make_executor
 from ..io import feasible_configs
 from .config import ServiceConfig
 from .db import JobRow, RunRow, User
-from .limits import BodyLimit
+from .limits import BodyLimit, SecurityHeaders
 from .scheduler import Scheduler
 from .schemas import MAX_BATCH, JobOut, JobSubmit, NodeOut, ProgressIn, RunOut, TokenCreate
 from .store import Store, hash_token, must_get
@@ -66,6 +66,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
                               "Submit jobs, watch the plan and the costs.")
     app.state.scheduler, app.state.store, app.state.config = scheduler, store, config
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    app.add_middleware(SecurityHeaders)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):

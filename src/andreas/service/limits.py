@@ -1,4 +1,5 @@
-"""A maximum request body size, enforced before the application reads the body.
+"""Protections on every request: a maximum body size, enforced before the application reads
+the body, and security headers on every response.
 
 A client that announces a larger body (Content-Length) gets 413 at once; one that streams
 more than the limit without announcing it is cut off with 413 as soon as it passes it. The
@@ -58,3 +59,36 @@ class BodyLimit:
                     "headers": [(b"content-type", b"application/json"),
                                 (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
+
+
+SECURITY_HEADERS = [
+    (b"x-content-type-options", b"nosniff"),  # a log served as text is never run as a script
+    (b"x-frame-options", b"DENY"),  # no page of the service inside another site's frame
+    (b"referrer-policy", b"no-referrer"),
+    (b"cache-control", b"no-store"),  # job data and tokens are never cached by a proxy
+]
+# /docs loads Swagger UI's script and styles; every other answer is data, which may load nothing
+API_CSP = (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'")
+
+
+class SecurityHeaders:
+    """ASGI middleware: add `SECURITY_HEADERS` (and a strict CSP outside /docs) to responses."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        docs = scope.get("path", "").startswith(("/docs", "/redoc"))
+
+        async def with_headers(message):
+            if message["type"] == "http.response.start":
+                present = {k.lower() for k, _ in message.get("headers", [])}
+                extra = [h for h in SECURITY_HEADERS if h[0] not in present]
+                if not docs and API_CSP[0] not in present:
+                    extra.append(API_CSP)
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await self.app(scope, receive, with_headers)

@@ -81,3 +81,31 @@ def test_every_response_carries_security_headers(client):
         "/jobs", headers={**ADMIN, "Origin": "https://evil.example"}).headers  # no CORS
     docs = client.get("/docs")  # Swagger UI loads its script: no 'none' policy there
     assert docs.status_code == 200 and "content-security-policy" not in docs.headers
+
+
+def test_failed_logins_from_one_address_are_rate_limited(tmp_path):
+    from andreas.service.ratelimit import FailureLimiter
+
+    # the limiter by hand, on its own clock
+    now = [0.0]
+    limiter = FailureLimiter(max_failures=3, window_s=10.0, clock=lambda: now[0])
+    for t in (0.0, 1.0, 2.0):
+        now[0] = t
+        assert limiter.retry_after("a") == 0.0
+        limiter.failed("a")
+    assert limiter.retry_after("a") == pytest.approx(8.0)  # until the failure at 0 s expires
+    assert limiter.retry_after("b") == 0.0  # another address is not affected
+    now[0] = 10.5
+    assert limiter.retry_after("a") == 0.0
+    # the service: a window long enough that a loaded machine cannot make this test flaky
+    path = write_service_files(tmp_path, extra="auth_max_failures: 5\nauth_window_s: 3600\n")
+    config = read_service_config(path)
+    with TestClient(create_app(config, admin_token="admin-secret", run_scheduler=False)) as c:
+        assert c.get("/jobs", headers=ADMIN).status_code == 200  # successes do not count
+        codes = [c.get("/jobs", headers={"Authorization": f"Bearer guess{i}"}).status_code
+                 for i in range(5)]
+        assert codes == [401] * 5
+        blocked = c.get("/jobs", headers=ADMIN)
+        assert blocked.status_code == 429 and int(blocked.headers["retry-after"]) > 3000
+        assert "too many failed logins" in blocked.json()["detail"]
+        assert c.get("/healthz").status_code == 200  # no token needed, not limited

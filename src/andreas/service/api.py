@@ -27,6 +27,7 @@ from ..io import feasible_configs
 from .config import ServiceConfig
 from .db import JobRow, RunRow, User
 from .limits import BodyLimit, SecurityHeaders
+from .ratelimit import FailureLimiter
 from .scheduler import Scheduler
 from .schemas import MAX_BATCH, JobOut, JobSubmit, NodeOut, ProgressIn, RunOut, TokenCreate
 from .store import Store, hash_token, must_get
@@ -77,11 +78,26 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
         return JSONResponse(status_code=422, content={"detail": "; ".join(messages)})
 
     # ------------------------------------------------------------------ auth
-    def current_user(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> User:
+    limiter = FailureLimiter(config.auth_max_failures, config.auth_window_s)
+
+    def check_rate(request: Request) -> str:
+        """The client's address, refused with 429 while it has failed too often."""
+        address = request.client.host if request.client else "?"
+        wait = limiter.retry_after(address)
+        if wait > 0:
+            raise HTTPException(429, f"too many failed logins from {address}; try again in "
+                                     f"{wait:.0f} s", headers={"Retry-After": f"{wait:.0f}"})
+        return address
+
+    def current_user(request: Request,
+                     credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> User:
+        address = check_rate(request)
         if credentials is None:
+            limiter.failed(address)
             raise HTTPException(401, "missing token: send 'Authorization: Bearer <token>'")
         user = store.user_for(credentials.credentials)
         if user is None:
+            limiter.failed(address)
             raise HTTPException(401, "invalid or revoked token")
         return user
 
@@ -211,9 +227,11 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
         return "".join(reversed(parts))[-tail_bytes:]
 
     @app.post("/jobs/{job_id}/progress", tags=["jobs"])
-    def progress(job_id: str, body: ProgressIn,
+    def progress(job_id: str, body: ProgressIn, request: Request,
                  credentials: HTTPAuthorizationCredentials | None = Depends(bearer)):
+        address = check_rate(request)
         if credentials is None:
+            limiter.failed(address)
             raise HTTPException(401, "missing token: send 'Authorization: Bearer <token>'")
         digest = hash_token(credentials.credentials)
         with store.session() as s:
@@ -222,6 +240,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
             if job is None:  # the same answer as for a job that exists: ids do not leak
                 user = store.user_for(credentials.credentials)
                 if user is None or user.role != "admin":
+                    limiter.failed(address)
                     raise refused
                 raise HTTPException(404, f"no job {job_id!r}")
             run = s.scalar(select(RunRow).where(RunRow.job_id == job_id,
@@ -230,6 +249,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
             if run is None or run.token_hash != digest:
                 user = store.user_for(credentials.credentials)
                 if user is None or (user.role != "admin" and user.id != job.owner_id):
+                    limiter.failed(address)
                     raise refused
                 if run is None:
                     raise HTTPException(409, f"job {job_id!r} is not running")

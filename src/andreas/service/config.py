@@ -51,6 +51,8 @@ class ServiceConfig:
     poll_s: float = 0.5
     grace_s: float = 10.0
     max_body_bytes: int = 4 * 1024 * 1024  # larger request bodies get 413
+    auth_max_failures: int = 20  # failed logins from one address within auth_window_s ...
+    auth_window_s: float = 60.0  # ... and it gets 429 until the oldest leaves the window
     public_url: str = "http://127.0.0.1:8000"
     priority_weights: dict[int, float] = field(default_factory=lambda: dict(
         DEFAULT_PRIORITY_WEIGHTS))
@@ -167,6 +169,8 @@ def read_service_config(path: str | Path) -> ServiceConfig:
         grace_s=doc.number("grace_s", default=10.0, minimum=0.0),
         max_body_bytes=int(doc.number("max_body_bytes", default=4 * 1024 * 1024,
                                       positive=True)),
+        auth_max_failures=int(doc.number("auth_max_failures", default=20, positive=True)),
+        auth_window_s=doc.number("auth_window_s", default=60.0, positive=True),
         public_url=text("public_url", "http://127.0.0.1:8000").rstrip("/"),
         priority_weights=weights, learn=learn_item.value if learn_item else True,
         replan_deviation=doc.number("replan_deviation", default=0.1, positive=True))

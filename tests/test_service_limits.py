@@ -109,3 +109,18 @@ def test_failed_logins_from_one_address_are_rate_limited(tmp_path):
         assert blocked.status_code == 429 and int(blocked.headers["retry-after"]) > 3000
         assert "too many failed logins" in blocked.json()["detail"]
         assert c.get("/healthz").status_code == 200  # no token needed, not limited
+
+
+def test_the_schema_documents_the_error_answers_the_api_gives(client):
+    from andreas.service.schemas import ErrorOut
+
+    spec = client.app.openapi()
+    for path, operations in spec["paths"].items():
+        for method, op in operations.items():
+            for code in ("401", "422"):
+                ref = op["responses"][code]["content"]["application/json"]["schema"]["$ref"]
+                assert ref.endswith("/ErrorOut"), (method, path, code)
+    for r in (post(client, {"epochs": float("nan")}), client.get("/jobs"),
+              client.get("/jobs/none", headers=ADMIN)):
+        assert r.status_code in (401, 404, 422)
+        ErrorOut.model_validate(r.json())  # the documented shape: {"detail": "a sentence"}

@@ -29,7 +29,16 @@ from .db import JobRow, RunRow, User
 from .limits import BodyLimit, SecurityHeaders
 from .ratelimit import FailureLimiter
 from .scheduler import Scheduler
-from .schemas import MAX_BATCH, JobOut, JobSubmit, NodeOut, ProgressIn, RunOut, TokenCreate
+from .schemas import (
+    ERROR_RESPONSES,
+    MAX_BATCH,
+    JobOut,
+    JobSubmit,
+    NodeOut,
+    ProgressIn,
+    RunOut,
+    TokenCreate,
+)
 from .store import Store, hash_token, must_get
 
 log = logging.getLogger("andreas.service")
@@ -63,6 +72,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
         executor.close()
 
     app = FastAPI(title="ANDREAS", version=_version(), lifespan=lifespan,
+                  responses=ERROR_RESPONSES,
                   description="Energy- and deadline-aware scheduling of deep-learning jobs. "
                               "Submit jobs, watch the plan and the costs.")
     app.state.scheduler, app.state.store, app.state.config = scheduler, store, config

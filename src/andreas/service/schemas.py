@@ -73,6 +73,26 @@ class JobSubmit(Strict):
                                                     max_length=MAX_PROFILE_ROWS)
 
 
+class ErrorOut(BaseModel):
+    """Every error answer: one sentence that says what was wrong (a 422 names the field)."""
+
+    detail: str
+
+
+ERROR_RESPONSES: dict[int | str, dict] = {  # JSON also on routes that answer plain text
+    code: {"model": ErrorOut, "description": text, "content": {"application/json": {
+        "schema": {"$ref": "#/components/schemas/ErrorOut"}}}} for code, text in (
+        (400, "the request is well-formed but cannot be accepted (e.g. an unknown profile)"),
+        (401, "missing, unknown or revoked token"),
+        (403, "the token may not do this"),
+        (404, "no such job, or not yours"),
+        (409, "the request conflicts with the job's state"),
+        (413, "the request body is too large"),
+        (422, "a field is missing, unknown, or out of range; the text names it"),
+        (429, "too many failed logins from this address"),
+    )}
+
+
 class RunOut(BaseModel):
     id: int
     node: str

@@ -53,6 +53,9 @@ class Service:
     def post(self, path, body=None):
         return httpx.post(self.url + path, headers=H, json=body, timeout=10).json()
 
+    def get_text(self, path):
+        return httpx.get(self.url + path, headers=H, timeout=10).text
+
 
 def live(pid: int) -> bool:
     """Running, not a zombie (an orphan's exit may wait for init to reap it)."""

@@ -33,6 +33,7 @@ import json
 import os
 import queue
 import signal
+import sys
 import threading
 import time
 import urllib.request
@@ -119,9 +120,14 @@ def progress(epochs_done: float) -> None:
         _reporter().send(epochs_done)
 
 
+RETRIES = 3  # attempts per progress report
+BACKOFF_S = 0.25  # first wait between attempts, doubling, at most 2 s
+
+
 class _Reporter:
     def __init__(self, url: str, token: str) -> None:
         self.url, self.token = url, token
+        self.last_error = ""  # each distinct failure is said once
         self.queue: queue.Queue = queue.Queue()
         self.thread = threading.Thread(target=self._run, name="andreas-progress", daemon=True)
         self.thread.start()
@@ -133,16 +139,33 @@ class _Reporter:
     def _run(self) -> None:
         while True:
             value = self.queue.get()
-            body = json.dumps({"epochs_done": value}).encode()
+            try:
+                self._post(value)
+            finally:
+                self.queue.task_done()
+
+    def _post(self, value: float) -> None:
+        """Post one report, retrying with capped backoff while no newer report is queued; say
+        on stderr (the job's log) when the service cannot be reached: the service then learns
+        the progress only from the progress file, later, and its predictions suffer."""
+        body = json.dumps({"epochs_done": value}).encode()
+        error: Exception | None = None
+        for attempt in range(RETRIES):
             request = urllib.request.Request(self.url, data=body, method="POST", headers={
                 "Content-Type": "application/json", "Authorization": f"Bearer {self.token}"})
             try:
                 with urllib.request.urlopen(request, timeout=5):
-                    pass
-            except OSError:
-                pass  # the service reads the progress file instead
-            finally:
-                self.queue.task_done()
+                    return
+            except OSError as exc:
+                error = exc
+            if not self.queue.empty():
+                break  # a newer report supersedes this one
+            time.sleep(min(BACKOFF_S * 2 ** attempt, 2.0))
+        if str(error) != self.last_error:
+            self.last_error = str(error)
+            print(f"andreas: cannot report progress to {self.url}: {error} (the service will "
+                  "read the progress file instead; check public_url in service.yaml)",
+                  file=sys.stderr, flush=True)
 
     def flush(self, timeout: float = 2.0) -> None:
         deadline = time.monotonic() + timeout

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import threading
+import time
 from pathlib import Path
 
 from .api import create_app
-from .config import read_service_config
+from .config import public_url_for, read_service_config
+
+log = logging.getLogger("andreas.service")
 
 
 def serve(config_path: str | Path, *, database_url: str | None = None,
@@ -14,6 +19,30 @@ def serve(config_path: str | Path, *, database_url: str | None = None,
     import uvicorn
 
     config = read_service_config(config_path).with_database(database_url)
+    config = dataclasses.replace(config, public_url=public_url_for(config, host, port))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     app = create_app(config, admin_token=admin_token)
+    threading.Thread(target=check_public_url, args=(config.public_url,), daemon=True,
+                     name="andreas-public-url").start()
     uvicorn.run(app, host=host, port=port, log_level="info")
+
+
+def check_public_url(url: str, wait_s: float = 30.0) -> bool:
+    """Warn, once the service had time to start, if jobs cannot reach it at `url`: they would
+    post their progress nowhere, and online learning and live predictions would be off."""
+    import httpx
+
+    deadline = time.monotonic() + wait_s
+    error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2.0).status_code == 200:
+                log.info("jobs report progress to %s", url)
+                return True
+        except httpx.HTTPError as exc:
+            error = exc
+        time.sleep(0.5)
+    log.warning("public_url %s does not answer (%s): jobs cannot report progress; set "
+                "public_url in service.yaml to an address of this service they can reach",
+                url, error)
+    return False

@@ -14,7 +14,7 @@ Example (paths are relative to the file)::
     period_s: 60                     # also replan every minute (null: only on events)
     grace_s: 10                      # SIGTERM, then SIGKILL after this long
     max_body_bytes: 4194304          # larger request bodies are refused (413)
-    public_url: http://127.0.0.1:8000  # where jobs report progress
+    public_url: http://127.0.0.1:8000  # where jobs report progress (default: where serve binds)
     priority_weights: {1: 0.0001, 2: 0.0002, 3: 0.0005, 4: 0.001, 5: 0.002}
 
 Every problem is reported with the file, the line and the field, like scenario files.
@@ -53,7 +53,7 @@ class ServiceConfig:
     max_body_bytes: int = 4 * 1024 * 1024  # larger request bodies get 413
     auth_max_failures: int = 20  # failed logins from one address within auth_window_s ...
     auth_window_s: float = 60.0  # ... and it gets 429 until the oldest leaves the window
-    public_url: str = "http://127.0.0.1:8000"
+    public_url: str | None = None  # None: the address `andreas serve` binds (public_url_for)
     priority_weights: dict[int, float] = field(default_factory=lambda: dict(
         DEFAULT_PRIORITY_WEIGHTS))
     learn: bool = True
@@ -171,9 +171,20 @@ def read_service_config(path: str | Path) -> ServiceConfig:
                                       positive=True)),
         auth_max_failures=int(doc.number("auth_max_failures", default=20, positive=True)),
         auth_window_s=doc.number("auth_window_s", default=60.0, positive=True),
-        public_url=text("public_url", "http://127.0.0.1:8000").rstrip("/"),
+        public_url=(doc.get("public_url") and text("public_url", "").rstrip("/")) or None,
         priority_weights=weights, learn=learn_item.value if learn_item else True,
         replan_deviation=doc.number("replan_deviation", default=0.1, positive=True))
 
 
 __all__ = ["ServiceConfig", "read_service_config", "ScenarioError"]
+
+
+def public_url_for(config: ServiceConfig, host: str, port: int) -> str:
+    """Where jobs report progress: the configured `public_url`, else the address the service
+    binds (a wildcard address is reached on the loopback)."""
+    if config.public_url:
+        return config.public_url
+    reach = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
+    if ":" in reach and not reach.startswith("["):
+        reach = f"[{reach}]"  # an IPv6 address in a URL
+    return f"http://{reach}:{port}"

@@ -83,6 +83,8 @@ class Scheduler:
     def __init__(self, config: ServiceConfig, store: Store, executor: Executor,
                  clock: Callable[[], float] = time.time) -> None:
         self.config = config
+        # where jobs post progress: set by `andreas serve` to the address it binds
+        self.progress_base = config.public_url or "http://127.0.0.1:8000"
         self.store = store
         self.executor = executor
         self.clock = clock
@@ -469,7 +471,7 @@ class Scheduler:
             command=tuple(command), workdir=workdir,
             env={"ANDREAS_JOB_ID": job_id, "ANDREAS_RUN_ID": str(run_id),
                  "ANDREAS_CHECKPOINT_DIR": str(job_dir / "checkpoint"),
-                 "ANDREAS_PROGRESS_URL": f"{self.config.public_url}/jobs/{job_id}/progress",
+                 "ANDREAS_PROGRESS_URL": f"{self.progress_base}/jobs/{job_id}/progress",
                  "ANDREAS_PROGRESS_TOKEN": token, "ANDREAS_EPOCHS": f"{epochs:g}",
                  "ANDREAS_GPU_INDICES": ",".join(map(str, indices)),
                  "ANDREAS_NODE": node.name, "ANDREAS_GPU_TYPE": node.gpu_type},

@@ -124,3 +124,12 @@ def test_the_schema_documents_the_error_answers_the_api_gives(client):
               client.get("/jobs/none", headers=ADMIN)):
         assert r.status_code in (401, 404, 422)
         ErrorOut.model_validate(r.json())  # the documented shape: {"detail": "a sentence"}
+
+
+def test_unknown_state_filters_and_malformed_json_get_plain_sentences(client):
+    r = client.get("/jobs?state=bogus", headers=ADMIN)
+    assert r.status_code == 422 and r.json()["detail"].startswith("query.state:")
+    assert client.get("/jobs?state=queued", headers=ADMIN).status_code == 200
+    r = client.post("/jobs", headers=ADMIN, content='{"epochs": 3,')
+    assert r.status_code == 422
+    assert r.json()["detail"].startswith("the request body is not valid JSON (at character")

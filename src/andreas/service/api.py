@@ -83,6 +83,11 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
     async def _invalid(request: Request, exc: RequestValidationError):
         messages = []
         for e in exc.errors():
+            if e.get("type") == "json_invalid":  # say it in words, not "50: JSON decode error"
+                at = e["loc"][-1] if e.get("loc") else "?"
+                messages.append(f"the request body is not valid JSON (at character {at}): "
+                                f"{e.get('ctx', {}).get('error', 'cannot parse it')}")
+                continue
             where = ".".join(str(p) for p in e["loc"] if p != "body")
             messages.append(f"{where}: {e['msg']}" if where else e["msg"])
         return JSONResponse(status_code=422, content={"detail": "; ".join(messages)})
@@ -180,8 +185,10 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
         return accept(rows, user)
 
     @app.get("/jobs", tags=["jobs"], response_model=list[JobOut])
-    def list_jobs(state: str | None = Query(None, description="queued, running, paused, "
-                                                               "completed, failed, cancelled"),
+    def list_jobs(state: str | None = Query(None, pattern="^(queued|running|paused|completed|"
+                                                          "failed|cancelled)$",
+                                            description="queued, running, paused, completed, "
+                                                        "failed, cancelled"),
                   user: User = Depends(current_user)):
         measured = scheduler.measured()["jobs"]
         with store.session() as s:

@@ -133,3 +133,7 @@ def test_unknown_state_filters_and_malformed_json_get_plain_sentences(client):
     r = client.post("/jobs", headers=ADMIN, content='{"epochs": 3,')
     assert r.status_code == 422
     assert r.json()["detail"].startswith("the request body is not valid JSON (at character")
+    plain = client.post("/jobs", headers={"Authorization": ADMIN["Authorization"]},
+                        content=json.dumps(GOOD))  # no Content-Type
+    assert plain.status_code == 422
+    assert "send it with Content-Type: application/json" in plain.json()["detail"]

@@ -88,6 +88,12 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
                 messages.append(f"the request body is not valid JSON (at character {at}): "
                                 f"{e.get('ctx', {}).get('error', 'cannot parse it')}")
                 continue
+            if tuple(e.get("loc", ())) == ("body",) and e.get("type") in (
+                    "model_attributes_type", "dict_type", "list_type"):
+                messages.append("the request body must be a JSON "
+                                f"{'list' if e.get('type') == 'list_type' else 'object'}; "
+                                "send it with Content-Type: application/json")
+                continue
             where = ".".join(str(p) for p in e["loc"] if p != "body")
             messages.append(f"{where}: {e['msg']}" if where else e["msg"])
         return JSONResponse(status_code=422, content={"detail": "; ".join(messages)})

@@ -137,3 +137,23 @@ def test_unknown_state_filters_and_malformed_json_get_plain_sentences(client):
                         content=json.dumps(GOOD))  # no Content-Type
     assert plain.status_code == 422
     assert "send it with Content-Type: application/json" in plain.json()["detail"]
+
+
+def test_a_retried_submission_with_the_same_idempotency_key_makes_one_job(tmp_path,
+                                                                          database_url):
+    config = read_service_config(write_service_files(tmp_path)).with_database(database_url)
+    with TestClient(create_app(config, admin_token="admin-secret", run_scheduler=False)) as c:
+        key = {**ADMIN, "Idempotency-Key": "retry-1"}
+        first = c.post("/jobs", headers=key, json=GOOD)
+        again = c.post("/jobs", headers=key, json=GOOD)
+        assert first.status_code == 201 and again.status_code == 200
+        assert again.json()["id"] == first.json()["id"]
+        other = c.post("/jobs", headers={**ADMIN, "Idempotency-Key": "retry-2"}, json=GOOD)
+        assert other.status_code == 201 and other.json()["id"] != first.json()["id"]
+        # keys are per user: another user's same key makes that user's own job
+        bob = {"Authorization": "Bearer " + c.post("/tokens", headers=ADMIN, json={
+            "user": "bob"}).json()["token"], "Idempotency-Key": "retry-1"}
+        assert c.post("/jobs", headers=bob, json=GOOD).status_code == 201
+        assert len(c.get("/jobs", headers=ADMIN).json()) == 3
+        bad = c.post("/jobs", headers={**ADMIN, "Idempotency-Key": "x" * 201}, json=GOOD)
+        assert bad.status_code == 422 and "idempotency-key" in bad.json()["detail"]

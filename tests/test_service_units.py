@@ -177,3 +177,30 @@ def test_sqlite_commits_are_synchronous_full(tmp_path):
     with store.engine.connect() as conn:
         assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
         assert conn.execute(text("PRAGMA synchronous")).scalar() == 2  # FULL
+
+
+def test_an_older_database_is_upgraded_without_losing_its_jobs(tmp_path):
+    """A database made by the previous release (revision 0001) gets the idempotency key
+    (0002) at start, its jobs intact."""
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine, text
+
+    from andreas.service.store import MIGRATIONS, Store
+
+    url = f"sqlite:///{tmp_path}/old.db"
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with create_engine(url).begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0001")
+        connection.execute(text("INSERT INTO users (id, name, role, created_at) "
+                                "VALUES (1, 'ann', 'user', 0)"))
+        connection.execute(text(
+            "INSERT INTO jobs (id, owner_id, name, command, epochs, submitted_at, due_date, "
+            "weight, state, epochs_done, cancel_requested, speed_factor) VALUES ('job-old', 1, "
+            "'old', '[\"true\"]', 3, 0, 100, 0.01, 'queued', 0, 0, 1)"))
+    store = Store(url)
+    with store.engine.connect() as conn:
+        rows = conn.execute(text("SELECT id, idempotency_key FROM jobs")).all()
+    assert [tuple(r) for r in rows] == [("job-old", None)]

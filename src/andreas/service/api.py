@@ -15,11 +15,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated
 
-from fastapi import Body, Depends, FastAPI, HTTPException, Query, Request
+from fastapi import Body, Depends, FastAPI, Header, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
 
 from ..catalogue import canonical_gpu
 from ..executors import NodeInfo, make_executor
@@ -172,9 +173,36 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
             return [_job_out(s, must_get(s, JobRow, r.id), scheduler, measured=None)
                     for r in rows]
 
-    @app.post("/jobs", tags=["jobs"], status_code=201, response_model=JobOut)
-    def submit(body: JobSubmit, user: User = Depends(current_user)):
-        return accept([_validate_submission(config, body, time.time())], user)[0]
+    @app.post("/jobs", tags=["jobs"], status_code=201, response_model=JobOut,
+              responses={200: {"model": JobOut, "description": "a retried submission (the "
+                                                              "same Idempotency-Key): the job "
+                                                              "made the first time"}})
+    def submit(body: JobSubmit, response: Response, user: User = Depends(current_user),
+               idempotency_key: str | None = Header(
+                   None, max_length=200, pattern=r"^[\x21-\x7e]+$",
+                   description="any token of yours (printable ASCII): a retry with the same "
+                               "key returns the job already made instead of a second one")):
+        if idempotency_key is not None:
+            earlier = submitted_with(idempotency_key, user)
+            if earlier is not None:
+                response.status_code = 200
+                return earlier
+        row = _validate_submission(config, body, time.time())
+        row.idempotency_key = idempotency_key
+        try:
+            return accept([row], user)[0]
+        except IntegrityError:  # a concurrent retry with the same key won the race
+            earlier = submitted_with(idempotency_key or "", user)
+            if earlier is None:
+                raise
+            response.status_code = 200
+            return earlier
+
+    def submitted_with(key: str, user: User) -> JobOut | None:
+        with store.session() as s:
+            job = s.scalar(select(JobRow).where(JobRow.owner_id == user.id,
+                                                JobRow.idempotency_key == key))
+            return None if job is None else _job_out(s, job, scheduler, None)
 
     @app.post("/jobs/batch", tags=["jobs"], status_code=201, response_model=list[JobOut])
     def submit_batch(body: Annotated[list[JobSubmit], Body(max_length=MAX_BATCH)],

@@ -6,7 +6,7 @@ created and changed only by the Alembic migrations in `andreas/service/migration
 
 from __future__ import annotations
 
-from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -36,6 +36,8 @@ class Token(Base):
 
 class JobRow(Base):
     __tablename__ = "jobs"
+    __table_args__ = (Index("ix_jobs_owner_idempotency_key", "owner_id", "idempotency_key",
+                            unique=True),)
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
     name: Mapped[str] = mapped_column(String(200))
@@ -59,6 +61,8 @@ class JobRow(Base):
     forecast: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     # learned seconds-per-epoch correction (measured / profiled), see service.learning
     speed_factor: Mapped[float] = mapped_column(Float, default=1.0)
+    # the client's Idempotency-Key: a retried submission returns this job (unique per owner)
+    idempotency_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
 
 
 class RunRow(Base):

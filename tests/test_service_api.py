@@ -140,7 +140,15 @@ def test_migrations_are_idempotent_and_keep_data(tmp_path, database_url):
     with again.engine.connect() as conn:
         from sqlalchemy import text
 
-        assert conn.execute(text("select version_num from alembic_version")).scalar() == "0001"
+        version = conn.execute(text("select version_num from alembic_version")).scalar()
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from andreas.service.store import MIGRATIONS
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    assert version == ScriptDirectory.from_config(config).get_current_head() == "0002"
 
 
 def test_batch_submission_is_all_or_nothing(tmp_path):

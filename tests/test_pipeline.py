@@ -66,3 +66,37 @@ def test_a_step_written_elsewhere_runs_by_its_import_path():
     far = snapshot(sc, running={"a": ("n", 2)}, remaining={"a": 10.0})  # half done: paused
     paused = run_pipeline(far, {}, params, ArrivalLog())
     assert paused == {} and paused.reasons["a"].kind == "no_capacity"
+
+
+def test_no_forward_check_with_a_pass_budget(monkeypatch):
+    # a trace replay bounds its decisions with a pass budget: the check would replay the
+    # whole queue, so the checked steps run unchecked there
+    import andreas.policies.forward_check as fc
+
+    calls = []
+    monkeypatch.setattr(fc, "keeps_cost", lambda *a, **k: calls.append(1) or False)
+    cl = cluster([("n0", "T", 2), ("n1", "T", 2)], {"T": [100, 150]})
+    sc = scenario(cl, PROFILES, [job("a", due=1e4)])
+    snap = snapshot(sc)
+
+    class Hold:  # a checked step that always holds job a
+        name = "hold_a"
+
+        @classmethod
+        def configure(cls, params):
+            return cls()
+
+        def apply(self, snapshot, decision, ctx):
+            return decision.replaced({}, revisit_at=100.0,
+                                     reasons={"a": Reason("held_for_company", until=100.0)})
+
+    from andreas.policies import pipeline
+
+    monkeypatch.setitem(pipeline.STEPS, "hold_a", Hold.configure)
+    plan = {"a": Assignment("n0", 1)}
+    checked = GreedyParams(steps=("hold_a",), checked_steps=("hold_a",))
+    assert run_pipeline(snap, plan, checked, ArrivalLog()) == plan  # check said no: undone
+    assert calls == [1]
+    budget = GreedyParams(steps=("hold_a",), checked_steps=("hold_a",), pass_budget=1000)
+    assert run_pipeline(snap, plan, budget, ArrivalLog()) == {}  # unchecked: the hold stays
+    assert calls == [1]

@@ -87,7 +87,8 @@ class GreedyParams:
         "load the smaller, longer runs it chooses leave arrivals slow nodes (bench/zoo.md)")
     forward_check: bool = option(
         True, "keep the holds of a decision only if, played forward with sampled arrivals, "
-        "they cost no more than running the held jobs now (forward_check.py)")
+        "they cost no more than running the held jobs now (forward_check.py); not with a "
+        "pass_budget")
     checked_steps: tuple[str, ...] = option(
         ("wait", "company"), "steps whose decisions the forward check judges, as a group: "
         "kept only if no dearer played forward than the decision before them")

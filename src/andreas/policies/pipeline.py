@@ -92,7 +92,10 @@ def run_pipeline(snapshot: Snapshot, plan, params: "GreedyParams",
     steps = build_steps(params)
     ctx = StepContext(params, arrivals, arrivals.offered_load(snapshot))
     before: Decision | None = None  # the decision as it was before the checked group
-    checked = [params.forward_check and s.name in params.checked_steps for s in steps]
+    # Not with a pass budget (trace replays): a check replays the whole known queue, whose
+    # length is what the budget bounds; the steps then run unchecked, as consolidation is off.
+    verify = params.forward_check and not params.pass_budget
+    checked = [verify and s.name in params.checked_steps for s in steps]
     for i, step in enumerate(steps):
         if checked[i] and before is None:
             before = decision

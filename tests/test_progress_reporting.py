@@ -55,3 +55,13 @@ def test_jobs_reach_a_service_on_any_port(tmp_path):
     finally:
         service.proc.terminate()
         service.proc.wait(timeout=30)
+
+
+def test_the_example_service_reports_progress_on_any_port():
+    # `andreas serve --config examples/service/service.yaml --port 18123` (issue 20): the
+    # example must not pin public_url to port 8000
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "service" / "service.yaml"
+    config = read_service_config(example)
+    assert public_url_for(config, "127.0.0.1", 18123) == "http://127.0.0.1:18123"

@@ -219,10 +219,10 @@ class RandomizedGreedy:
     def _elite_fast(self, ctx: PlanningContext, starts: list[list[int]],
                     draws: np.ndarray, size: int) -> list[ScoredPlan]:
         """The same passes as the plain loop, run by the compiled kernel."""
-        from .kernel import pack, run_iterations
+        from .kernel import run_iterations
 
         p = self.params
-        k = pack(ctx)
+        k = ctx.packed
         pre_node, pre_cand, post_node, post_cand, post_moved, scores = run_iterations(
             np.array(starts, np.int64), draws, k.ct, k.cg, k.ctime, k.cen, k.cmov, k.mtime,
             k.nc, k.home, k.home_g, k.due, k.weight, k.wait_penalty, k.pressure_rank,

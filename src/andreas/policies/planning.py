@@ -220,6 +220,14 @@ class PlanningContext:
         ]
 
     @cached_property
+    def packed(self):
+        """This context as the compiled kernel's arrays (`kernel.pack`), built once: the
+        Randomized Greedy's passes and the plan scores of the plain path share them."""
+        from .kernel import pack
+
+        return pack(self)
+
+    @cached_property
     def pressure_rank(self) -> list[int]:
         """Every job's rank in the pressure order (look-ahead scoring and local search only,
         so the baselines do not pay for the sort)."""

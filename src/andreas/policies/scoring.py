@@ -29,16 +29,6 @@ Placed = list[tuple[int, Candidate] | None]
 Score = Callable[[PlanningContext, Placed], float]
 
 
-def _packed(ctx: PlanningContext):
-    """The context's arrays for the compiled scores, built once per context."""
-    packed = getattr(ctx, "_packed", None)
-    if packed is None:
-        from .kernel import pack
-
-        packed = ctx._packed = pack(ctx)  # type: ignore[attr-defined]
-    return packed
-
-
 def _placed_arrays(placed: Placed) -> tuple[np.ndarray, ...]:
     """Node (-1: waiting), GPU type, GPU count and run time of each job's placed candidate."""
     n = len(placed)
@@ -56,7 +46,7 @@ def proxy(ctx: PlanningContext, placed: Placed) -> float:
     """The paper's score (kernel.proxy_score, the one implementation)."""
     from .kernel import proxy_score
 
-    k = _packed(ctx)
+    k = ctx.packed
     pn, _, pg, ptime = _placed_arrays(placed)
     return float(proxy_score(pn, pg, ptime, k.wait_penalty, k.due, k.weight, k.node_type,
                              k.power, float(ctx.now), float(ctx.eur_per_joule)))
@@ -66,7 +56,7 @@ def lookahead(ctx: PlanningContext, placed: Placed) -> float:
     """The look-ahead score (kernel.lookahead_score, the one implementation)."""
     from .kernel import lookahead_score
 
-    k = _packed(ctx)
+    k = ctx.packed
     pn, pt, pg, ptime = _placed_arrays(placed)
     return float(lookahead_score(pn, pt, pg, ptime, k.ct, k.cg, k.ctime, k.cen, k.nc, k.due,
                                  k.weight, k.pressure_rank, k.node_type, k.power,

@@ -230,7 +230,7 @@ class WaitForPoweredNode:
             return decision
         held, awaited = wait_for_a_powered_node(snapshot, decision, share=self.share)
         ctx.awaited |= awaited
-        return decision.replaced(held, revisit_at=held.revisit_at, reasons=held.reasons)
+        return held
 
 
 @register_step("company")
@@ -252,6 +252,5 @@ class HoldForCompany:
     def apply(self, snapshot: Snapshot, decision: Decision, ctx: StepContext) -> Decision:
         if snapshot.cluster.tariff is not None or not _all_placed_or_waiting(snapshot, decision):
             return decision
-        held = hold_for_company(snapshot, decision, share=self.share, load=ctx.load,
+        return hold_for_company(snapshot, decision, share=self.share, load=ctx.load,
                                 max_load=self.max_load, awaited=ctx.awaited)
-        return decision.replaced(held, revisit_at=held.revisit_at, reasons=held.reasons)

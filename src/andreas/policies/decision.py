@@ -96,7 +96,3 @@ class Decision(Mapping[str, Assignment]):
         times = [t for t in (self.revisit_at, revisit_at) if t is not None]
         return Decision(self._assignments if assignments is None else assignments,
                         min(times) if times else None, {**self.reasons, **(reasons or {})})
-
-    def waiting_on(self, kind: str) -> set[str]:
-        """Nodes named by the reasons of this kind (e.g. the nodes jobs wait to join)."""
-        return {r.node for r in self.reasons.values() if r.kind == kind and r.node}

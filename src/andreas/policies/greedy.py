@@ -389,7 +389,7 @@ PAPER_OPTIONS = dataclass_options(GreedyParams, ("max_iterations", "pi", "alpha"
 @register("greedy", randomized=False, options=GREEDY_OPTIONS,
           summary="ANDREAS greedy pass: pressure order, cheapest on-time configuration, best fit")
 def greedy(**params: object) -> RandomizedGreedy:
-    params = {k: v for k, v in params.items() if k in GreedyParams.__dataclass_fields__}
+    # (make_policy has checked the keys: no filtering here, so none is dropped silently)
     params["max_iterations"] = 1
     return RandomizedGreedy("greedy", GreedyParams(**params))  # type: ignore[arg-type]
 
@@ -398,14 +398,12 @@ def greedy(**params: object) -> RandomizedGreedy:
           summary="ANDREAS Randomized Greedy: best of many randomised greedy passes, judged by "
                   "the look-ahead cost; pressure order, ATC under overload")
 def andreas(**params: object) -> RandomizedGreedy:
-    params = {k: v for k, v in params.items() if k in GreedyParams.__dataclass_fields__}
     return RandomizedGreedy("andreas", GreedyParams(**params))  # type: ignore[arg-type]
 
 
 @register("andreas-paper", randomized=True, options=PAPER_OPTIONS,
           summary="the Randomized Greedy exactly as published: pressure order, proxy cost")
 def andreas_paper(**params: object) -> RandomizedGreedy:
-    params = {k: v for k, v in params.items() if k in GreedyParams.__dataclass_fields__}
     params.update(order="pressure", score="proxy", defer=False, power_limits=False,
                   slack_guard=None, config_energy="alone", hold_share=None, resize_max_load=0.0,
                   consolidate_margin=None, forward_check=False, steps=())

@@ -26,7 +26,7 @@ deterministic pass, as `andreas` does (path relinking may walk through others on
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from .base import Plan, Snapshot, register
 from .company import ArrivalLog
@@ -202,18 +202,13 @@ class ImprovedGreedy:
                       self.arrivals)
 
 
-def _params(params: dict) -> GreedyParams:
-    return GreedyParams(**{k: v for k, v in params.items()
-                           if k in GreedyParams.__dataclass_fields__})
-
-
 @register("andreas-ls", randomized=True, options=GREEDY_OPTIONS,
           summary="andreas, then local search (swap moves) on its best plans")
-def andreas_ls(**params: object) -> ImprovedGreedy:
-    return ImprovedGreedy("andreas-ls", _params(params))
+def andreas_ls(**params: Any) -> ImprovedGreedy:
+    return ImprovedGreedy("andreas-ls", GreedyParams(**params))
 
 
 @register("andreas-pr", randomized=True, options=GREEDY_OPTIONS,
           summary="andreas, then path relinking between its elite plans and local search")
-def andreas_pr(**params: object) -> ImprovedGreedy:
-    return ImprovedGreedy("andreas-pr", _params(params), relinking=True)
+def andreas_pr(**params: Any) -> ImprovedGreedy:
+    return ImprovedGreedy("andreas-pr", GreedyParams(**params), relinking=True)

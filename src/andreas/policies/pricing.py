@@ -71,5 +71,4 @@ class DeferForCheaperHours:
     def apply(self, snapshot: Snapshot, decision: Decision, ctx: StepContext) -> Decision:
         if snapshot.cluster.tariff is None:
             return decision
-        deferred = defer_for_cheaper_hours(snapshot, decision)
-        return decision.replaced(deferred, reasons=deferred.reasons)
+        return defer_for_cheaper_hours(snapshot, decision)

@@ -128,6 +128,12 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
             raise HTTPException(403, "this needs an admin token")
         return user
 
+    def owned_job_ids(s, user: User) -> set[str] | None:
+        """The ids of `user`'s jobs; None for an admin, who sees every job."""
+        if user.role == "admin":
+            return None
+        return set(s.scalars(select(JobRow.id).where(JobRow.owner_id == user.id)))
+
     def visible_job(s, job_id: str, user: User) -> JobRow:
         job = s.get(JobRow, job_id)
         if job is None:
@@ -192,7 +198,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
         try:
             return accept([row], user)[0]
         except IntegrityError:  # a concurrent retry with the same key won the race
-            earlier = submitted_with(idempotency_key or "", user)
+            earlier = submitted_with(idempotency_key, user) if idempotency_key else None
             if earlier is None:
                 raise
             response.status_code = 200
@@ -318,8 +324,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
         """GPUs and who holds them; a user sees other users' jobs only as "busy"."""
         busy: dict[str, dict[str, str]] = {}
         with store.session() as s:
-            owned = None if user.role == "admin" else set(s.scalars(
-                select(JobRow.id).where(JobRow.owner_id == user.id)))
+            owned = owned_job_ids(s, user)
             for run in s.scalars(select(RunRow).where(RunRow.state.in_(("starting",
                                                                          "running")))):
                 shown = run.job_id if owned is None or run.job_id in owned else "busy"
@@ -333,8 +338,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
     def plan(user: User = Depends(current_user)):
         info = scheduler.plan
         with store.session() as s:
-            owned = None if user.role == "admin" else set(s.scalars(
-                select(JobRow.id).where(JobRow.owner_id == user.id)))
+            owned = owned_job_ids(s, user)
         keep = (lambda j: True) if owned is None else (lambda j: j in owned)
         forecast = {j: f for j, f in info.forecast.items() if keep(j)}
         return {"time": info.time, "policy": config.policy, "decisions": info.decisions,

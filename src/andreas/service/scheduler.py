@@ -66,16 +66,12 @@ def waiting_reasons(snapshot: Snapshot, plan: Mapping, why: Mapping[str, Reason]
     for view in snapshot.jobs:
         if view.job_id in plan:
             continue
-        if view.job_id in why:
-            r = why[view.job_id]
-            out[view.job_id] = {"reason": r.kind, "text": r.sentence(), "until": r.until,
-                                "node": r.node, "job": r.job}
-        elif view.job_id in previous:
+        if view.job_id not in why and view.job_id in previous:
             out[view.job_id] = previous[view.job_id]
-        else:
-            r = Reason("no_capacity")
-            out[view.job_id] = {"reason": r.kind, "text": r.sentence(), "until": None,
-                                "node": None, "job": None}
+            continue
+        r = why.get(view.job_id) or Reason("no_capacity")
+        out[view.job_id] = {"reason": r.kind, "text": r.sentence(), "until": r.until,
+                            "node": r.node, "job": r.job}
     return out
 
 

@@ -77,3 +77,17 @@ def test_service_config_names_the_line_of_a_bad_policy_option(tmp_path):
     path.write_text(path.read_text().replace("hold_share: null", "hold_shar: null"))
     with pytest.raises(ScenarioError, match=r"service.yaml:6: field 'policy_options.hold_shar'"):
         read_service_config(path)
+
+
+@pytest.mark.parametrize("policy, options, message", [
+    ("andreas", {"max_iterations": 0}, "max_iterations must be >= 1"),
+    ("andreas", {"elite_size": 0}, "elite_size must be >= 1"),
+    ("andreas", {"pi": 3}, r"pi: expected a value in \[0, 1\]"),
+    ("andreas-paper", {"alpha": -0.1}, r"alpha: expected a value in \[0, 1\]"),
+    ("greedy", {"beta": 1.5}, r"beta: expected a value in \[0, 1\]"),
+    ("milp", {"milp_time_limit": 0}, "milp_time_limit must be > 0 seconds"),
+])
+def test_ranges_the_old_cli_flags_checked_are_checked_for_every_caller(policy, options,
+                                                                        message):
+    with pytest.raises(AndreasError, match=message):
+        make_policy(policy, **options)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import AndreasError
 from ..policies.base import Plan, Snapshot, register
 from ..policies.greedy import GreedyParams, RandomizedGreedy
 from ..policies.options import OptionSpec
@@ -142,6 +143,10 @@ class MilpPolicy:
     seed: int = 1
     stats: dict = field(default_factory=lambda: {"decisions": 0, "time_outs": 0,
                                                  "max_gap": 0.0})
+
+    def __post_init__(self) -> None:
+        if not self.time_limit > 0:
+            raise AndreasError(f"milp_time_limit must be > 0 seconds, got {self.time_limit}")
 
     def optimise(self, ctx: PlanningContext) -> tuple[Placed, float, float]:
         """(plan, its decision cost, relative gap) for one decision."""

@@ -97,6 +97,13 @@ class GreedyParams:
         "consolidate, wait, company, defer, power_limits, or module:Class")
 
     def __post_init__(self) -> None:
+        for name in ("max_iterations", "elite_size"):
+            if getattr(self, name) < 1:
+                raise AndreasError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("pi", "alpha", "beta"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise AndreasError(f"{name}: expected a value in [0, 1], got "
+                                   f"{getattr(self, name)}")
         if self.score not in SCORES:
             raise AndreasError(f"unknown score {self.score!r}; expected one of "
                                f"{', '.join(SCORES)}")

@@ -86,3 +86,25 @@ def test_the_forecast_pays_no_restart_for_a_new_power_limit():
     assert capped == pytest.approx(120.0)  # 10 x 12 s at the cap, and no 30 s restart
     moved = forecast(snap, {"a": Assignment("n", 2)}, follower)["a"].completion
     assert moved == pytest.approx(30.0 + 60.0)  # a resize pays the restart
+
+
+def test_sampled_copies_of_finished_jobs_keep_their_profiles():
+    """A live service's snapshot holds only its unfinished jobs' profiles (one per job); a
+    sampled arrival copies a finished job too. (This was a KeyError that failed every
+    scheduler tick where a hold was checked.)"""
+    from andreas.model import Profiles
+    from andreas.policies.base import Snapshot
+
+    done = scenario(CL, {"job:a": PROFILES["p"], "job:b": PROFILES["p"]},
+                    [job("a", submit=0.0, due=500.0, profile="job:a"),
+                     job("b", submit=10.0, due=500.0, profile="job:b")])
+    history = ArrivalLog()
+    history.observe(snapshot(done, now=10.0))
+    # later: a and b have finished; only c is in view, with its own profile alone
+    c = job("c", submit=100.0, due=1000.0, profile="job:c")
+    views = snapshot(scenario(CL, {"job:c": PROFILES["p"]}, [c]), now=100.0).jobs
+    snap = Snapshot(100.0, CL, Profiles({"job:c": PROFILES["p"]}), views)
+    assert history.rate() > 0
+    # every sampled arrival copies a or b, whose profiles the snapshot lacks
+    assert keeps_cost(snap, {"c": Assignment("n", 1)}, {"c": Assignment("n", 2)}, history)
+    assert set(history.profiles) == {"job:a", "job:b"}

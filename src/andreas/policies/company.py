@@ -27,11 +27,11 @@ held.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from ..model import Job, Node
+from ..model import Config, Job, Node
 
 if TYPE_CHECKING:
     from .greedy import GreedyParams
@@ -53,18 +53,23 @@ class ArrivalLog:
     window: int = 20
     seen: dict[str, tuple[float, float]] = field(default_factory=dict)  # id -> (submit, work)
     jobs: dict[str, Job] = field(default_factory=dict)  # the same jobs, to sample arrivals from
+    # their profiles' rows: a live service's snapshot holds only the unfinished jobs' profiles
+    profiles: dict[str, Mapping[Config, float]] = field(default_factory=dict)
 
     def observe(self, snapshot: Snapshot) -> None:
         for view in snapshot.jobs:
             if view.job_id not in self.seen:
-                work = view.job.epochs * min(
-                    g * spe for (_, g), spe in snapshot.profiles.configs(view.job.profile).items())
+                configs = snapshot.profiles.configs(view.job.profile)
+                work = view.job.epochs * min(g * spe for (_, g), spe in configs.items())
                 self.seen[view.job_id] = (view.job.submit_time, work)
                 self.jobs[view.job_id] = view.job
+                self.profiles[view.job.profile] = configs
         if len(self.seen) > 2 * self.window:
             newest = sorted(self.seen.items(), key=lambda kv: kv[1][0])[-self.window:]
             self.seen = dict(newest)
             self.jobs = {k: self.jobs[k] for k in self.seen}
+            kept = {j.profile for j in self.jobs.values()}
+            self.profiles = {p: c for p, c in self.profiles.items() if p in kept}
 
     def rate(self) -> float:
         """Arrivals per second among the newest jobs seen; 0 while fewer than two."""

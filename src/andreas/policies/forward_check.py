@@ -17,7 +17,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..model import Job
+from ..model import Job, Profiles
 from .base import Plan, Snapshot
 from .company import ArrivalLog
 
@@ -45,8 +45,22 @@ def sample_arrivals(snapshot: Snapshot, history: ArrivalLog, horizon_s: float,
     return tuple(out)
 
 
+def with_profiles_of(snapshot: Snapshot, history: ArrivalLog,
+                     futures: list[tuple[Job, ...]]) -> Snapshot:
+    """`snapshot` whose profiles also hold those of the sampled jobs: a live service's
+    snapshot has only its unfinished jobs' profiles, and a sample may copy a finished job."""
+    table = snapshot.profiles.table
+    missing = {job.profile for jobs in futures for job in jobs} - set(table)
+    if not missing:
+        return snapshot
+    profiles = Profiles({**table, **{p: history.profiles[p] for p in missing}},
+                        snapshot.profiles.levels)
+    return replace(snapshot, profiles=profiles)
+
+
 def future_cost(snapshot: Snapshot, plan: Plan, futures: list[tuple[Job, ...]]) -> float:
-    """Mean cost of every job from now on, `plan` applied now, over the sampled futures."""
+    """Mean cost of every job from now on, `plan` applied now, over the sampled futures (whose
+    profiles `snapshot` holds: `with_profiles_of`)."""
     from ..sim.forecast import forecast
     from .greedy import GreedyParams, RandomizedGreedy
 
@@ -68,4 +82,5 @@ def keeps_cost(snapshot: Snapshot, before: Plan, after: Plan, history: ArrivalLo
     horizon = max((v.job.due_date for v in snapshot.jobs), default=snapshot.time) - snapshot.time
     rng = np.random.default_rng([seed, int(round(snapshot.time * 1000.0)) % (2 ** 63)])
     futures = [sample_arrivals(snapshot, history, horizon, rng) for _ in range(SAMPLES)]
+    snapshot = with_profiles_of(snapshot, history, futures)
     return future_cost(snapshot, after, futures) <= future_cost(snapshot, before, futures) + 1e-9

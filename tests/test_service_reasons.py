@@ -52,3 +52,47 @@ def test_a_job_without_room_says_no_capacity(tmp_path):
             client.post(f"/jobs/{j}/cancel", headers=ADMIN)
         wait_for(lambda: all(client.get(f"/jobs/{j}", headers=ADMIN).json()["state"]
                              == "cancelled" for j in ids), what="the jobs to be cancelled")
+
+
+class Explode:
+    """A plan step that fails on real jobs while `armed` (not on the service's warm-up
+    decision, so that it starts): a stand-in for any bug in a decision."""
+
+    name = "explode"
+    armed = True
+
+    @classmethod
+    def configure(cls, params):
+        return cls()
+
+    def apply(self, snapshot, decision, ctx):
+        if Explode.armed and any(v.job_id != "warm-up" for v in snapshot.jobs):
+            raise RuntimeError("boom in a plan step")
+        return decision
+
+
+def test_a_failing_decision_is_shown_not_hidden(tmp_path):
+    """A scheduler tick that fails must not leave jobs 'not planned yet' in silence: the jobs
+    and /healthz say the latest decision failed and why, until one passes again."""
+    path = write_service_files(tmp_path)
+    path.write_text(path.read_text().replace(
+        "policy_options: {seed: 1, hold_share: null}",
+        "policy_options: {seed: 1, hold_share: null, steps: [test_service_reasons:Explode]}"))
+    config = read_service_config(path)
+    Explode.armed = True
+    try:
+        with TestClient(create_app(config, admin_token="admin-secret")) as client:
+            job_id = client.post("/jobs", headers=ADMIN, json=train_job(2)).json()["id"]
+            health = wait_for(lambda: (lambda h: h if h["status"] == "degraded" else None)(
+                client.get("/healthz").json()), what="the failed tick to show")
+            assert "boom in a plan step" in health["scheduler"] and health["failed_ticks"] >= 1
+            reason = client.get(f"/jobs/{job_id}", headers=ADMIN).json()["reason"]
+            assert "latest decision failed" in reason and "boom in a plan step" in reason
+            Explode.armed = False
+            client.post("/jobs", headers=ADMIN, json=train_job(1))  # wakes the scheduler
+            wait_for(lambda: client.get("/healthz").json()["status"] == "ok",
+                     what="a passing tick")
+            wait_for(lambda: client.get(f"/jobs/{job_id}", headers=ADMIN).json()["state"]
+                     == "completed", what="the job to run once decisions pass")
+    finally:
+        Explode.armed = False

@@ -34,6 +34,15 @@ class _Located:
         self.line = line
 
 
+    def plain(self) -> Any:
+        """The value with every nested list and mapping unwrapped (no line numbers)."""
+        if isinstance(self.value, dict):
+            return {k: v.plain() for k, v in self.value.items()}
+        if isinstance(self.value, list):
+            return [v.plain() for v in self.value]
+        return self.value
+
+
 def _to_located(node: yaml.Node) -> _Located:
     line = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):

@@ -152,8 +152,11 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
         except Exception as exc:  # pragma: no cover - reported, not raised
             database = f"error: {exc}"
         alive = scheduler._thread is not None and scheduler._thread.is_alive()
-        return {"status": "ok" if database == "ok" else "degraded", "database": database,
-                "scheduler": "running" if alive else "stopped"}
+        failing = scheduler.last_error is not None
+        state = ("failing: " + scheduler.last_error) if failing else (
+            "running" if alive else "stopped")
+        return {"status": "ok" if database == "ok" and not failing else "degraded",
+                "database": database, "scheduler": state, "failed_ticks": scheduler.errors}
 
     @app.get("/whoami", tags=["service"])
     def whoami(user: User = Depends(current_user)):
@@ -445,6 +448,13 @@ def _why_waiting(job: JobRow, scheduler: Scheduler) -> dict:
         return {"reason": None, "held_until": None}
     why = scheduler.plan.waiting.get(job.id)
     if why is None:
+        if scheduler.last_error is not None:
+            return {"reason": "not planned: the scheduler's latest decision failed "
+                              f"({scheduler.last_error}; see the service log)",
+                    "held_until": None}
+        if job.id in scheduler.plan.assignments:
+            return {"reason": f"starting on {scheduler.plan.assignments[job.id]['node']}",
+                    "held_until": None}
         return {"reason": "not planned yet", "held_until": None}
     return {"reason": why["text"], "held_until": why["until"]}
 

@@ -135,7 +135,7 @@ def read_service_config(path: str | Path) -> ServiceConfig:
     policy_options = {}
     for key, located in (options.value.items() if options else []):
         try:  # the same check as make_policy and the CLI's --set: a typo is not lost
-            policy_options.update(check_options(policy, {key: located.value}))
+            policy_options.update(check_options(policy, {key: located.plain()}))
         except AndreasError as exc:
             raise doc.error(f"policy_options.{key}", str(exc), located.line) from None
 

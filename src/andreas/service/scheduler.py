@@ -94,7 +94,8 @@ class Scheduler:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_period = self.clock()
-        self.errors = 0
+        self.errors = 0  # scheduler ticks that failed
+        self.last_error: str | None = None  # why the latest tick failed; None once one passes
         self.history: deque[dict] = deque(maxlen=100_000)  # predicted workload total by time
         self.foreseen: list[ForeseenDecision] = []  # the decisions the last forecast made
         self.kept = 0  # decisions taken from the forecast rather than made afresh
@@ -136,8 +137,10 @@ class Scheduler:
                 break
             try:
                 self.tick()
-            except Exception:  # keep serving; the next tick retries
+                self.last_error = None
+            except Exception as exc:  # keep serving; the next tick retries
                 self.errors += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"
                 log.exception("scheduler tick failed")
 
     # ------------------------------------------------------------------ one step

@@ -54,7 +54,7 @@ def test_authentication_and_ownership(tmp_path, database_url):
 
 def test_tokens_are_stored_hashed(tmp_path, database_url):
     store = Store(database_url)
-    token = store.create_token("carol", "user")
+    _, token = store.create_token("carol", "user")
     from sqlalchemy import select
 
     from andreas.service.db import Token
@@ -133,7 +133,7 @@ def test_openapi_docs_are_served(tmp_path):
 
 def test_migrations_are_idempotent_and_keep_data(tmp_path, database_url):
     store = Store(database_url)
-    token = store.create_token("dave", "admin")
+    _, token = store.create_token("dave", "admin")
     store.close()
     again = Store(database_url)  # upgrading an up-to-date schema changes nothing
     assert again.user_for(token).role == "admin"
@@ -148,7 +148,7 @@ def test_migrations_are_idempotent_and_keep_data(tmp_path, database_url):
 
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
-    assert version == ScriptDirectory.from_config(config).get_current_head() == "0002"
+    assert version == ScriptDirectory.from_config(config).get_current_head() == "0003"
 
 
 def test_batch_submission_is_all_or_nothing(tmp_path):

@@ -23,10 +23,11 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from ..catalogue import canonical_gpu
+from ..errors import AndreasError
 from ..executors import NodeInfo, make_executor
 from ..io import feasible_configs
 from .config import ServiceConfig
-from .db import JobRow, RunRow, User
+from .db import JobRow, RunRow, Token, User
 from .limits import BodyLimit, SecurityHeaders
 from .ratelimit import FailureLimiter
 from .scheduler import Scheduler
@@ -39,11 +40,14 @@ from .schemas import (
     ProgressIn,
     RunOut,
     TokenCreate,
+    TokenCreated,
+    TokenOut,
 )
 from .store import Store, hash_token, must_get
 
 log = logging.getLogger("andreas.service")
-bearer = HTTPBearer(auto_error=False, description="an API token (andreas token create)")
+bearer = HTTPBearer(auto_error=False, description="an API token (`andreas tokens create`; the "
+                                                   "first admin's: ANDREAS_ADMIN_TOKEN)")
 
 
 def _nodes(config: ServiceConfig) -> list[NodeInfo]:
@@ -162,13 +166,30 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
     def whoami(user: User = Depends(current_user)):
         return {"user": user.name, "role": user.role}
 
-    @app.post("/tokens", tags=["service"], status_code=201)
+    @app.post("/tokens", tags=["tokens"], status_code=201, response_model=TokenCreated)
     def create_token(body: TokenCreate, _: User = Depends(admin)):
+        """Create a token for a user (made if new); the answer holds the secret, once."""
+        expires = None if body.expires_in_s is None else time.time() + body.expires_in_s
         try:
-            token = store.create_token(body.user, body.role)
-        except Exception as exc:
+            token_id, token = store.create_token(body.user, body.role, expires)
+        except AndreasError as exc:
             raise HTTPException(409, str(exc)) from None
-        return {"user": body.user, "role": body.role, "token": token}
+        entry = next(e for e in store.tokens() if e[0].id == token_id)
+        return TokenCreated(**_token_out(*entry).model_dump(), token=token)
+
+    @app.get("/tokens", tags=["tokens"], response_model=list[TokenOut])
+    def list_tokens(user: User = Depends(current_user)):
+        """Every token (an admin) or your own (a user), without the secrets."""
+        return [_token_out(t, u) for t, u in
+                store.tokens(None if user.role == "admin" else user.id)]
+
+    @app.post("/tokens/{token_id}/revoke", tags=["tokens"], response_model=TokenOut)
+    def revoke_token(token_id: int, user: User = Depends(current_user)):
+        """Revoke a token (an admin: any; a user: their own); refused from the next request."""
+        revoked = store.revoke_token(token_id, None if user.role == "admin" else user.id)
+        if revoked is None:
+            raise HTTPException(404, f"no token {token_id} of yours")
+        return _token_out(*revoked)
 
     def accept(rows: list[JobRow], user: User) -> list[JobOut]:
         """Store validated submissions in one transaction, wake the scheduler, show them."""
@@ -357,6 +378,12 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
         return _metrics_text(store, scheduler)
 
     return app
+
+
+def _token_out(token: Token, user: User) -> TokenOut:
+    return TokenOut(id=token.id, user=user.name, role=user.role, created_at=token.created_at,
+                    expires_at=token.expires_at, revoked=token.revoked,
+                    valid=token.valid(time.time()))
 
 
 def _version() -> str:

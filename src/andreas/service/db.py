@@ -32,6 +32,10 @@ class Token(Base):
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[float] = mapped_column(Float)
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+    expires_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # None: never
+
+    def valid(self, now: float) -> bool:
+        return not self.revoked and (self.expires_at is None or now < self.expires_at)
 
 
 class JobRow(Base):

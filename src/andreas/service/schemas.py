@@ -143,6 +143,25 @@ class ProgressIn(Strict):
 class TokenCreate(Strict):
     user: Text = Field(min_length=1, max_length=100)
     role: str = Field("user", pattern="^(admin|user)$")
+    expires_in_s: float | None = Field(None, gt=0, le=MAX_DEADLINE_S,
+                                       description="valid for this many seconds (default: "
+                                                   "until revoked)")
+
+
+class TokenOut(BaseModel):
+    """A token as listed: never the token itself, which is shown once, when created."""
+
+    id: int
+    user: str
+    role: str
+    created_at: float
+    expires_at: float | None
+    revoked: bool
+    valid: bool = Field(description="neither revoked nor expired")
+
+
+class TokenCreated(TokenOut):
+    token: str = Field(description="the secret: shown this once, stored only hashed")
 
 
 class NodeOut(BaseModel):

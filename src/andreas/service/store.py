@@ -100,8 +100,10 @@ class Store:
                 yield session
 
     # ------------------------------------------------------------------ users and tokens
-    def create_token(self, user: str, role: str = "user") -> str:
-        """Create the user if needed and return a new token for it (shown once, kept hashed)."""
+    def create_token(self, user: str, role: str = "user",
+                     expires_at: float | None = None) -> tuple[int, str]:
+        """Create the user if needed and a new token for it (shown once, kept hashed), valid
+        until `expires_at` (Unix time; None: until revoked). Returns its id and the token."""
         if role not in ROLES:
             raise AndreasError(f"unknown role {role!r}; expected admin or user")
         token = new_token()
@@ -109,8 +111,11 @@ class Store:
             row = _user(s, user, role)
             if row.role != role:
                 raise AndreasError(f"user {user!r} exists with role {row.role!r}, not {role!r}")
-            s.add(Token(user_id=row.id, token_hash=hash_token(token), created_at=time.time()))
-        return token
+            entry = Token(user_id=row.id, token_hash=hash_token(token), created_at=time.time(),
+                          expires_at=expires_at)
+            s.add(entry)
+            s.flush()
+            return entry.id, token
 
     def ensure_token(self, user: str, role: str, token: str) -> None:
         """Register a token chosen by the operator (e.g. from an environment variable)."""
@@ -121,10 +126,28 @@ class Store:
                 s.add(Token(user_id=row.id, token_hash=digest, created_at=time.time()))
 
     def user_for(self, token: str) -> User | None:
+        """The user a token belongs to; None for an unknown, revoked or expired token."""
         with self.session() as s:
-            row = s.scalar(select(Token).where(Token.token_hash == hash_token(token),
-                                               Token.revoked.is_(False)))
-            return None if row is None else s.get(User, row.user_id)
+            row = s.scalar(select(Token).where(Token.token_hash == hash_token(token)))
+            return None if row is None or not row.valid(time.time()) else s.get(User, row.user_id)
+
+    def tokens(self, user_id: int | None = None) -> list[tuple[Token, User]]:
+        """Every token (of one user when `user_id` is given) with its user, oldest first."""
+        with self.session() as s:
+            query = select(Token, User).join(User, Token.user_id == User.id).order_by(Token.id)
+            if user_id is not None:
+                query = query.where(Token.user_id == user_id)
+            return [(t, u) for t, u in s.execute(query)]
+
+    def revoke_token(self, token_id: int, user_id: int | None = None) -> tuple[Token, User] | None:
+        """Revoke a token (one of `user_id`'s when given); None when there is no such token.
+        A revoked token is refused from the next request on."""
+        with self.session() as s:
+            row = s.get(Token, token_id)
+            if row is None or (user_id is not None and row.user_id != user_id):
+                return None
+            row.revoked = True
+            return row, must_get(s, User, row.user_id)
 
     def close(self) -> None:
         self.engine.dispose()

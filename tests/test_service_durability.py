@@ -24,8 +24,8 @@ def free_port() -> int:
 
 
 class Service:
-    def __init__(self, config, port):
-        self.config, self.port = config, port
+    def __init__(self, config, port, database_url=None):
+        self.config, self.port, self.database_url = config, port, database_url
         self.url = f"http://127.0.0.1:{port}"
         self.proc = None
 
@@ -33,8 +33,9 @@ class Service:
         env = dict(os.environ, ANDREAS_ADMIN_TOKEN=TOKEN)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "andreas", "serve", "--config", str(self.config),
-             "--port", str(self.port)], env=env, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL)
+             "--port", str(self.port),
+             *(["--database-url", self.database_url] if self.database_url else [])],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for(self._up, timeout=60, what="the service to answer")
 
     def _up(self):
@@ -42,6 +43,11 @@ class Service:
             return httpx.get(self.url + "/healthz", timeout=1).status_code == 200
         except httpx.HTTPError:
             return False
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
 
     def kill9(self):
         self.proc.send_signal(signal.SIGKILL)

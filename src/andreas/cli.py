@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .client_cli import register as register_client_commands
+from .console import console, err, user_errors
 from .errors import AndreasError
 from .experiments.compare import BASELINES, compare, write_comparison
 from .experiments.runner import default_workers, plan_runs
@@ -36,11 +37,9 @@ from .sim.generate import (
 )
 from .sim.output import atomic_directory, load_output, recompute, write_result
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(add_completion=True, no_args_is_help=True,
                   help="ANDREAS: energy- and deadline-aware scheduling of deep-learning jobs on "
                        "GPU clusters. Simulate policies, generate workloads, compare results.")
-console = Console(width=None if sys.stdout.isatty() else 140)
-err = Console(stderr=True)
 
 
 def _version(value: bool) -> None:
@@ -57,18 +56,6 @@ def main_options(
                                  help="Print the version and exit."),
 ) -> None:
     """ANDREAS: energy- and deadline-aware scheduling of deep-learning jobs on GPU clusters."""
-
-
-def user_errors(fn: Callable) -> Callable:
-    """Turn an AndreasError into one line on stderr and exit code 2: no traceback."""
-    @wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except AndreasError as exc:
-            err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
-            raise typer.Exit(2) from None
-    return wrapper
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -547,9 +534,10 @@ def token_cmd(
     role: str = typer.Option("user", "--role", help="admin or user."),
     database_url: Optional[str] = typer.Option(None, "--database-url"),
 ) -> None:
-    """Create an API token for a user and print it (it is stored only hashed)."""
+    """Create a token in the service's database directly (e.g. the first admin's, with the
+    service stopped) and print it; `andreas tokens create` does it through the API."""
     cfg = _service_module("config").read_service_config(config).with_database(database_url)
-    print(_service_module("store").Store(cfg.database_url).create_token(user, role))
+    print(_service_module("store").Store(cfg.database_url).create_token(user, role)[1])
 
 
 @app.command("profile", context_settings={"allow_extra_args": True,
@@ -703,6 +691,9 @@ def _progress() -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), console=err, transient=True,
                     disable=not err.is_terminal)
+
+
+register_client_commands(app)
 
 
 def main() -> None:  # pragma: no cover

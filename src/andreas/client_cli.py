@@ -1,0 +1,394 @@
+"""The client commands of the `andreas` command line, in the habits of Slurm and Ray Jobs:
+`submit`, `jobs` (with a REASON column), `show`, `cancel`, `logs [-f]`, `plan`, `nodes`,
+`whoami` and `tokens list|create|revoke`. Each is a thin wrapper on `andreas.client.Client`;
+the server URL and token come from `--url/--token`, `ANDREAS_URL/ANDREAS_TOKEN` or the client
+file (see `andreas.client`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+from .client import Client, Job, Token
+from .console import console, user_errors
+from .errors import AndreasError
+
+URL = typer.Option(None, "--url", envvar="ANDREAS_URL", show_envvar=True,
+                   help="The service, e.g. http://gpu-head:8000 (else the client file's, or "
+                        "http://127.0.0.1:8000).")
+TOKEN = typer.Option(None, "--token", envvar="ANDREAS_TOKEN", show_envvar=True,
+                     help="Your API token (else the client file's).")
+AS_JSON = typer.Option(False, "--json", help="Print the service's JSON answer instead.")
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+
+
+def parse_duration(text: str, what: str = "--deadline") -> float:
+    """'90' (seconds), '90s', '15m', '2h', '1d12h', '1.5h' -> seconds."""
+    text = text.strip().lower()
+    try:
+        seconds = float(text)
+    except ValueError:
+        parts = _DURATION.findall(text)
+        if not parts or "".join(n + u for n, u in parts) != text:
+            raise AndreasError(f"{what}: expected a duration like 90, 45m, 2h or 1d12h, got "
+                               f"{text!r}") from None
+        seconds = sum(float(n) * _UNITS[u] for n, u in parts)
+    if not seconds > 0:
+        raise AndreasError(f"{what}: expected a positive duration, got {text!r}")
+    return seconds
+
+
+def parse_due(text: str) -> float:
+    """An ISO 8601 date and time ('2026-12-24T18:00', local time unless it names a zone)."""
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise AndreasError(f"--due: expected an ISO date and time like 2026-12-24T18:00, got "
+                           f"{text!r}") from None
+    return when.timestamp()
+
+
+def _client(url: str | None, token: str | None) -> Client:
+    return Client(url, token)
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def _when(t: float | None, now: float) -> str:
+    """A time as the local clock shows it (with the date when not today)."""
+    if t is None:
+        return "-"
+    moment = dt.datetime.fromtimestamp(t)
+    today = dt.datetime.fromtimestamp(now).date()
+    return moment.strftime("%H:%M:%S" if moment.date() == today else "%Y-%m-%d %H:%M")
+
+
+def _eur(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return "<0.0001" if 0 < abs(value) < 1e-4 else f"{value:.4f}"
+
+
+def _timing(job: Job) -> str:
+    if job.on_time is None:
+        return "-"
+    return "on time" if job.on_time else "LATE"
+
+
+def jobs_table(jobs: list[Job], now: float) -> Table:
+    t = Table(box=None, header_style="bold")
+    for name in ("ID", "NAME", "USER", "STATE", "EPOCHS", "NODE", "START", "END", "DUE",
+                 "COST EUR", "", "REASON"):
+        t.add_column(name, overflow="fold")
+    for j in jobs:
+        t.add_row(j.id, j.name, j.owner, j.state, f"{j.epochs_done:g}/{j.epochs:g}",
+                  j.node or "-", _when(j.predicted_start if j.state in ("queued", "paused")
+                                       else j.raw.get("first_started_at"), now),
+                  _when(j.predicted_completion, now), _when(j.due_date, now),
+                  _eur(j.predicted_cost), _timing(j), j.reason or "")
+    return t
+
+
+def register(app: typer.Typer) -> None:
+    """Add the client commands to the `andreas` command line."""
+    panel = "Client: talk to a running service"
+    app.command("submit", rich_help_panel=panel,
+                context_settings={"allow_extra_args": True,
+                                  "ignore_unknown_options": True})(submit_cmd)
+    for name, fn in (("jobs", jobs_cmd), ("show", show_cmd), ("cancel", cancel_cmd),
+                     ("logs", logs_cmd), ("plan", plan_cmd), ("nodes", nodes_cmd),
+                     ("whoami", whoami_cmd)):
+        app.command(name, rich_help_panel=panel)(fn)
+    tokens = typer.Typer(no_args_is_help=True, help="List, create and revoke API tokens.")
+    tokens.command("list")(tokens_list_cmd)
+    tokens.command("create")(tokens_create_cmd)
+    tokens.command("revoke")(tokens_revoke_cmd)
+    app.add_typer(tokens, name="tokens", rich_help_panel=panel)
+
+
+@user_errors
+def submit_cmd(
+    ctx: typer.Context,
+    program: str = typer.Argument(..., help="A Python script (run with the service's "
+                                  "interpreter) or a program; its arguments follow."),
+    epochs: float = typer.Option(..., "--epochs", help="Epochs the job trains."),
+    deadline: Optional[str] = typer.Option(None, "--deadline", help="Due this long after "
+                                           "submission: 90, 45m, 2h, 1d12h."),
+    due: Optional[str] = typer.Option(None, "--due", help="Due at this time (ISO 8601, local "
+                                      "unless a zone is given)."),
+    priority: Optional[int] = typer.Option(None, "--priority", min=1, max=5,
+                                           help="1 (low) to 5 (high): the tardiness weight."),
+    weight: Optional[float] = typer.Option(None, "--weight", help="Tardiness cost in EUR per "
+                                           "second late (instead of --priority)."),
+    profile: Optional[str] = typer.Option(None, "--profile", help="A profile name from the "
+                                          "service's profiles.csv."),
+    name: Optional[str] = typer.Option(None, "--name", help="A name to show (default: the "
+                                       "program's)."),
+    workdir: Optional[str] = typer.Option(None, "--workdir", help="The folder the job runs "
+                                          "in, on the service's machine."),
+    no_wait: bool = typer.Option(False, "--no-wait", help="Answer at once, without waiting "
+                                 "(up to 15 s) for the scheduler to plan the job."),
+    url: Optional[str] = URL, token: Optional[str] = TOKEN, as_json: bool = AS_JSON,
+) -> None:
+    """Submit a job and print its id and forecast:
+    andreas submit train.py --epochs 20 --deadline 2h --profile mlp -- --lr 0.1"""
+    if (deadline is None) == (due is None):
+        raise AndreasError("give one of --deadline (e.g. 2h) or --due (e.g. 2026-12-24T18:00)")
+    args = list(ctx.args[1:] if ctx.args[:1] == ["--"] else ctx.args)
+    local = Path(program)
+    script = command = None
+    if program.endswith(".py"):
+        # a script here is sent by its absolute path (the service runs it where it lies)
+        script = str(local.resolve()) if local.is_file() else program
+    else:
+        command = [program, *args]
+    with _client(url, token) as client:
+        job = client.submit(epochs=epochs, script=script, args=args if script else (),
+                            command=command,
+                            deadline_s=parse_duration(deadline) if deadline else None,
+                            due_date=parse_due(due) if due else None, priority=priority,
+                            weight=weight, profile=profile, name=name, workdir=workdir)
+        if not no_wait:
+            job = client.wait_planned(job.id)
+    if as_json:
+        _print_json(job.raw)
+        return
+    now = time.time()
+    console.print(f"submitted {job.id} ({job.name}): {job.state}", highlight=False)
+    if job.predicted_completion is not None:
+        console.print(f"forecast: start {_when(job.predicted_start, now)}, end "
+                      f"{_when(job.predicted_completion, now)} ({_timing(job)}, due "
+                      f"{_when(job.due_date, now)}), cost {_eur(job.predicted_cost)} EUR",
+                      highlight=False)
+    if job.reason:
+        console.print(f"waiting: {job.reason}", highlight=False)
+
+
+@user_errors
+def jobs_cmd(
+    state: Optional[str] = typer.Option(None, "--state", help="Only jobs in this state: "
+                                        "queued, running, paused, completed, failed, "
+                                        "cancelled."),
+    show_all: bool = typer.Option(False, "--all", "-a", help="Finished jobs too (default: "
+                                  "queued, running and paused only)."),
+    url: Optional[str] = URL, token: Optional[str] = TOKEN, as_json: bool = AS_JSON,
+) -> None:
+    """Your jobs (all jobs with an admin token), with why each waits and its forecast."""
+    with _client(url, token) as client:
+        jobs = client.jobs(state)
+    if not (state or show_all):
+        jobs = [j for j in jobs if not j.final]
+    if as_json:
+        _print_json([j.raw for j in jobs])
+    elif not jobs:
+        console.print("no jobs" + ("" if state or show_all else " waiting or running "
+                                   "(--all shows finished ones)"))
+    else:
+        console.print(jobs_table(jobs, time.time()))
+
+
+@user_errors
+def show_cmd(job_id: str = typer.Argument(..., help="A job id."),
+             url: Optional[str] = URL, token: Optional[str] = TOKEN,
+             as_json: bool = AS_JSON) -> None:
+    """One job: its state, why it waits, its forecast, what it cost so far, and its runs."""
+    with _client(url, token) as client:
+        job = client.job(job_id)
+        runs = client.runs(job_id)
+    if as_json:
+        _print_json({**job.raw, "runs": runs})
+        return
+    now = time.time()
+    raw = job.raw
+    measured = raw.get("measured") or {}
+    lines = [
+        ("job", f"{job.id} ({job.name}), user {job.owner}"),
+        ("state", job.state + (f": {job.message}" if job.message else "")),
+        ("progress", f"{job.epochs_done:g} of {job.epochs:g} epochs"),
+        ("command", " ".join(raw.get("command", []))),
+        ("due", f"{_when(job.due_date, now)}, {job.weight:g} EUR per second late"),
+        ("forecast", f"start {_when(job.predicted_start, now)}, end "
+                     f"{_when(job.predicted_completion, now)}, {_eur(job.predicted_cost)} EUR "
+                     f"({_timing(job)})"),
+        ("cost so far", ", ".join(f"{k.removesuffix('_cost')} {_eur(v)} EUR"
+                                  for k, v in measured.items()
+                                  if k.endswith("_cost") and isinstance(v, (int, float)))
+         or "-"),
+    ]
+    if job.reason:
+        held = f" (held until {_when(job.held_until, now)})" if job.held_until else ""
+        lines.insert(2, ("waiting", job.reason + held))
+    for label, text in lines:
+        console.print(f"[bold]{label:>12}[/bold]  {text}", highlight=False)
+    if runs:
+        t = Table(title="runs", box=None, header_style="bold")
+        for name in ("RUN", "NODE", "GPUS", "START", "END", "EPOCHS", "STOPPED"):
+            t.add_column(name)
+        for r in runs:
+            epochs = f"{r['epochs_at_start']:g}->" + (
+                "" if r["epochs_at_end"] is None else f"{r['epochs_at_end']:g}")
+            t.add_row(str(r["id"]), r["node"], f"{r['gpu_type']} {r['gpu_indices']}",
+                      _when(r["started_at"], now), _when(r["ended_at"], now), epochs,
+                      r["stop_reason"] or (f"exit {r['exit_code']}" if r["exit_code"]
+                                           is not None else r["state"]))
+        console.print(t)
+
+
+@user_errors
+def cancel_cmd(job_ids: list[str] = typer.Argument(..., help="One or more job ids."),
+               url: Optional[str] = URL, token: Optional[str] = TOKEN) -> None:
+    """Cancel jobs (a running one is stopped as for a pause, then marked cancelled)."""
+    failed = 0
+    with _client(url, token) as client:
+        for job_id in job_ids:
+            try:
+                job = client.cancel(job_id)
+            except AndreasError as exc:
+                failed += 1
+                console.print(f"{job_id}: {exc}", highlight=False, markup=False)
+                continue
+            console.print(f"{job.id}: {'cancelled' if job.state == 'cancelled' else 'stopping'}",
+                          highlight=False)
+    if failed:
+        raise typer.Exit(2)
+
+
+@user_errors
+def logs_cmd(job_id: str = typer.Argument(..., help="A job id."),
+             follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing as the "
+                                         "log grows, until the job ends."),
+             tail: int = typer.Option(65536, "--tail-bytes", min=1, help="Show at most this "
+                                      "many bytes of the end of the log."),
+             url: Optional[str] = URL, token: Optional[str] = TOKEN) -> None:
+    """The job's output, every run's, newest last."""
+    with _client(url, token) as client:
+        if not follow:
+            sys.stdout.write(client.logs(job_id, tail))
+            return
+        try:
+            for piece in client.follow_logs(job_id, tail_bytes=tail):
+                sys.stdout.write(piece)
+                sys.stdout.flush()
+        except KeyboardInterrupt:
+            pass
+
+
+@user_errors
+def plan_cmd(url: Optional[str] = URL, token: Optional[str] = TOKEN,
+             as_json: bool = AS_JSON) -> None:
+    """The latest decision: who runs where, who waits and why, and the forecast."""
+    with _client(url, token) as client:
+        plan = client.plan()
+    if as_json:
+        _print_json(plan)
+        return
+    now = time.time()
+    console.print(f"decision {plan['decisions']} at {_when(plan['time'], now)} by "
+                  f"{plan['policy']} ({plan['source']}, {plan['decision_seconds'] or 0:.3f} s); "
+                  f"predicted cost of the jobs shown: {plan['predicted_total_cost']:.4f} EUR",
+                  highlight=False)
+    t = Table(box=None, header_style="bold")
+    for name in ("JOB", "NODE", "GPUS", "START", "END", "COST EUR", "WHY WAITING"):
+        t.add_column(name, overflow="fold")
+    forecast = plan.get("forecast", {})
+    for job_id in sorted(set(forecast) | set(plan["assignments"]) | set(plan["waiting"])):
+        a, f, w = (plan["assignments"].get(job_id), forecast.get(job_id, {}),
+                   plan["waiting"].get(job_id))
+        t.add_row(job_id, a["node"] if a else "-", str(a["gpus"]) if a else "-",
+                  _when(f.get("start"), now), _when(f.get("completion"), now),
+                  _eur(f.get("total_cost")), w["text"] if w else "")
+    console.print(t)
+    if plan.get("revisit_at"):
+        console.print(f"revisits held jobs at {_when(plan['revisit_at'], now)}",
+                      highlight=False)
+
+
+@user_errors
+def nodes_cmd(url: Optional[str] = URL, token: Optional[str] = TOKEN,
+              as_json: bool = AS_JSON) -> None:
+    """Nodes, their GPUs, and which job holds each (others' jobs show as busy)."""
+    with _client(url, token) as client:
+        nodes = client.nodes()
+    if as_json:
+        _print_json(nodes)
+        return
+    t = Table(box=None, header_style="bold")
+    for name in ("NODE", "GPU TYPE", "GPUS", "FREE", "HELD BY"):
+        t.add_column(name, overflow="fold")
+    for n in nodes:
+        holders = sorted(set(n["busy"].values()))
+        t.add_row(n["name"], n["gpu_type"], str(n["gpus"]), str(n["gpus"] - len(n["busy"])),
+                  ", ".join(holders) or "-")
+    console.print(t)
+
+
+@user_errors
+def whoami_cmd(url: Optional[str] = URL, token: Optional[str] = TOKEN) -> None:
+    """The user and role your token belongs to, and the service it reached."""
+    with _client(url, token) as client:
+        me = client.whoami()
+        console.print(f"{me['user']} ({me['role']}) at {client.url}", highlight=False)
+
+
+def tokens_table(tokens: list[Token], now: float) -> Table:
+    t = Table(box=None, header_style="bold")
+    for name in ("ID", "USER", "ROLE", "CREATED", "EXPIRES", "STATUS"):
+        t.add_column(name)
+    for tok in tokens:
+        status = "revoked" if tok.revoked else ("valid" if tok.valid else "expired")
+        t.add_row(str(tok.id), tok.user, tok.role, _when(tok.created_at, now),
+                  _when(tok.expires_at, now) if tok.expires_at else "never", status)
+    return t
+
+
+@user_errors
+def tokens_list_cmd(url: Optional[str] = URL, token: Optional[str] = TOKEN,
+                    as_json: bool = AS_JSON) -> None:
+    """Every token (admin) or your own; never their secrets."""
+    with _client(url, token) as client:
+        tokens = client.tokens()
+    if as_json:
+        _print_json([{k: v for k, v in vars(t).items() if k != "secret"} for t in tokens])
+    else:
+        console.print(tokens_table(tokens, time.time()))
+
+
+@user_errors
+def tokens_create_cmd(
+    user: str = typer.Argument(..., help="The user (created if new)."),
+    role: str = typer.Option("user", "--role", help="user or admin."),
+    expires_in: Optional[str] = typer.Option(None, "--expires-in", help="Valid this long: "
+                                             "30d, 12h (default: until revoked)."),
+    url: Optional[str] = URL, token: Optional[str] = TOKEN, as_json: bool = AS_JSON,
+) -> None:
+    """Create a token for a user (admin only) and print it: it is shown this once."""
+    expires = parse_duration(expires_in, "--expires-in") if expires_in else None
+    with _client(url, token) as client:
+        created = client.create_token(user, role, expires)
+    if as_json:
+        _print_json(vars(created))
+    else:
+        sys.stdout.write(f"{created.secret}\n")
+
+
+@user_errors
+def tokens_revoke_cmd(token_ids: list[int] = typer.Argument(..., help="Token ids (tokens "
+                                                            "list shows them)."),
+                      url: Optional[str] = URL, token: Optional[str] = TOKEN) -> None:
+    """Revoke tokens (an admin: any; a user: their own). Refused from the next request on."""
+    with _client(url, token) as client:
+        for token_id in token_ids:
+            revoked = client.revoke_token(token_id)
+            console.print(f"token {revoked.id} of {revoked.user}: revoked", highlight=False)

@@ -108,3 +108,25 @@ def test_sampled_copies_of_finished_jobs_keep_their_profiles():
     # every sampled arrival copies a or b, whose profiles the snapshot lacks
     assert keeps_cost(snap, {"c": Assignment("n", 1)}, {"c": Assignment("n", 2)}, history)
     assert set(history.profiles) == {"job:a", "job:b"}
+
+
+def test_a_randomised_plan_replaces_the_deterministic_pass_only_if_it_keeps_cost(monkeypatch):
+    """With a job late whatever happens, the search's choice over the deterministic pass
+    (policy `greedy`'s plan) stands only when the forward check says it costs no more."""
+    import andreas.policies.greedy as greedy_module
+
+    cl = cluster([("a", "T", 2), ("b", "U", 2)], {"T": [100, 180], "U": [150, 260]})
+    profiles = {"p": {("T", 1): 10.0, ("T", 2): 6.0, ("U", 1): 7.0, ("U", 2): 4.0},
+                "q": {("T", 1): 20.0, ("T", 2): 11.0, ("U", 1): 12.0, ("U", 2): 7.0}}
+    k = 34  # found by a search over this family: here the search's plan is not the pass's
+    jobs = [job(f"j{i}", due=20 + ((k * 37 + i * 91) % 300), weight=0.001 * (1 + (k + i) % 5),
+                epochs=5 + (k * i) % 9, profile="pq"[(i + k) % 2]) for i in range(5)]
+    jobs.append(job("late", due=1.0, weight=0.0001, epochs=3, profile="p"))  # late anyway
+    snap = snapshot(scenario(cl, profiles, jobs))
+    unchecked = dict(make_policy("andreas", search_check=False).decide(snap))
+    deterministic = dict(make_policy("greedy").decide(snap))
+    assert unchecked != deterministic
+    monkeypatch.setattr(greedy_module, "keeps_cost", lambda *a, **kw: False)
+    assert dict(make_policy("andreas").decide(snap)) == deterministic
+    monkeypatch.setattr(greedy_module, "keeps_cost", lambda *a, **kw: True)
+    assert dict(make_policy("andreas").decide(snap)) == unchecked

@@ -6,6 +6,8 @@ the cheapest configuration that meets its due date (else the fastest), packs bes
 idle GPUs of used nodes to the job that gains most when that lowers the plan's score. The
 Randomized Greedy repeats the pass with randomised order, configuration and node choices and
 keeps the best plans by score (`score`: the look-ahead by default, or the paper's proxy).
+A randomised plan replaces the deterministic pass's only if the slack guard admits it and, when
+a job is late under either, the forward check says it costs no more played forward.
 On a quiet cluster the chosen plan is then resized (`resizing.py`), and `refine` may replace
 it by the first step of a timeline of the known jobs on fewer powered nodes (`consolidate.py`),
 hold jobs back (`company.py`), defer them for cheaper hours and cap their GPUs' power.
@@ -25,6 +27,7 @@ from .base import Plan, Snapshot, register
 from .company import DEFAULT_MAX_LOAD, DEFAULT_SHARE, ArrivalLog
 from .consolidate import ARRIVAL_MARGIN
 from .decision import Decision
+from .forward_check import keeps_cost
 from .options import dataclass_options, option
 from .orderings import ORDERINGS
 from .pipeline import DEFAULT_STEPS, resolve, run_pipeline
@@ -89,6 +92,10 @@ class GreedyParams:
         True, "keep the holds of a decision only if, played forward with sampled arrivals, "
         "they cost no more than running the held jobs now (forward_check.py); not with a "
         "pass_budget")
+    search_check: bool = option(
+        True, "when either leaves a job late, keep a randomised plan over the deterministic "
+        "pass only if, played forward with sampled arrivals, it costs no more "
+        "(forward_check.py); not with a pass_budget")
     checked_steps: tuple[str, ...] = option(
         ("wait", "company"), "steps whose decisions the forward check judges, as a group: "
         "kept only if no dearer played forward than the decision before them")
@@ -154,11 +161,17 @@ class RandomizedGreedy:
             return {}
         ctx = PlanningContext(snapshot, self.params.plan_restart_s)
         best = self.elite(ctx, size=1)[0]
-        guard = self.params.slack_guard
+        p = self.params
         first = list(best.placed)
-        if guard is not None and best.iteration != 0:
+        if best.iteration != 0 and (p.slack_guard is not None or p.search_check):
             first, first_score = self.deterministic_pass(ctx)
-            if spends_needed_slack(ctx, first, list(best.placed), guard):
+            if p.slack_guard is not None and spends_needed_slack(ctx, first, list(best.placed),
+                                                                 p.slack_guard):
+                best = ScoredPlan(first_score, 0, tuple(first))
+            elif (p.search_check and not p.pass_budget
+                  and (leaves_late(ctx, first) or leaves_late(ctx, list(best.placed)))
+                  and not keeps_cost(snapshot, ctx.to_plan(first),
+                                     ctx.to_plan(list(best.placed)), self.arrivals, p.seed)):
                 best = ScoredPlan(first_score, 0, tuple(first))
         placed = list(best.placed)
         if self.arrivals.offered_load(snapshot) < self.params.resize_max_load:
@@ -379,6 +392,13 @@ def spends_needed_slack(ctx: PlanningContext, base: Placed, other: Placed,
     return False
 
 
+def leaves_late(ctx: PlanningContext, placed: Placed) -> bool:
+    """Whether some job ends after its due date under `placed` (a waiting job: even if it
+    started now on its fastest configuration)."""
+    return any(ctx.now + (ctx.tmin[j] if e is None else e[1].time_s) > ctx.due[j]
+               for j, e in enumerate(placed))
+
+
 def refine(snapshot: Snapshot, plan: Plan, params: GreedyParams, arrivals: ArrivalLog
            ) -> Decision:
     """The steps taken on a chosen plan (`params.steps`, see pipeline.py): by default run the
@@ -413,5 +433,5 @@ def andreas(**params: object) -> RandomizedGreedy:
 def andreas_paper(**params: object) -> RandomizedGreedy:
     params.update(order="pressure", score="proxy", defer=False, power_limits=False,
                   slack_guard=None, config_energy="alone", hold_share=None, resize_max_load=0.0,
-                  consolidate_margin=None, forward_check=False, steps=())
+                  consolidate_margin=None, forward_check=False, search_check=False, steps=())
     return RandomizedGreedy("andreas-paper", GreedyParams(**params))  # type: ignore[arg-type]

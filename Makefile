@@ -41,6 +41,7 @@ test: $(STAMP) lint
 
 zoo: $(STAMP)
 	$(BIN)/python bench/zoo/run.py --out bench/zoo.md \
+		--variant 'andreas-no-search-check=andreas:search_check=false' \
 		--variant 'andreas-no-forward-check=andreas:forward_check=false' \
 		--variant 'andreas-no-hold=andreas:hold_share=off' \
 		--variant 'andreas-no-consolidate=andreas:consolidate_margin=off' \

@@ -23,6 +23,9 @@ WORKLOAD_FILE = "workload.csv"
 PROFILE_COLUMNS = ("profile", "gpu_type", "gpus", "seconds_per_epoch")
 POWER_LIMIT_COLUMNS = ("power_limit_w", "gpu_power_w")  # optional: see docs/power-limits.md
 WORKLOAD_COLUMNS = ("job_id", "submit_time", "due_date", "tardiness_weight", "epochs", "profile")
+# optional per-job controls (model.Job), written only when some job departs from the default
+WORKLOAD_FLAGS_DEFAULTS = {"preemptible": True, "start_asap": False}
+WORKLOAD_FLAGS = tuple(WORKLOAD_FLAGS_DEFAULTS)
 
 
 # --------------------------------------------------------------------------- YAML with lines
@@ -459,7 +462,7 @@ def feasible_configs(cluster: Cluster, configs: dict[tuple[str, int], float] | A
 def read_workload(path: Path, cluster: Cluster, profiles: Profiles) -> tuple[Job, ...]:
     jobs: list[Job] = []
     seen: dict[str, int] = {}
-    for line, row in csv_rows(path, WORKLOAD_COLUMNS):
+    for line, row in csv_rows(path, WORKLOAD_COLUMNS, optional=WORKLOAD_FLAGS):
         job_id = row["job_id"]
         if not job_id:
             raise ScenarioError(path, "expected a job id", line=line, field="job_id")
@@ -490,8 +493,22 @@ def read_workload(path: Path, cluster: Cluster, profiles: Profiles) -> tuple[Job
         if not feasible_configs(cluster, profiles.table[profile]):
             raise ScenarioError(path, f"profile {profile!r} has no allowed configuration on any "
                                 f"node of the cluster", line=line, field="profile")
-        jobs.append(Job(job_id, submit, due, weight, epochs, profile))
+        flags = {name: _flag(path, line, name, row[name], default)
+                 for name, default in WORKLOAD_FLAGS_DEFAULTS.items()}
+        jobs.append(Job(job_id, submit, due, weight, epochs, profile, **flags))
     return tuple(sorted(jobs, key=lambda j: j.submit_time))
+
+
+def _flag(path: Path, line: int, name: str, text: str, default: bool) -> bool:
+    """An optional true/false column: empty means the default."""
+    value = text.strip().lower()
+    if not value:
+        return default
+    if value in ("true", "yes", "1"):
+        return True
+    if value in ("false", "no", "0"):
+        return False
+    raise ScenarioError(path, f"expected true or false, got {text!r}", line=line, field=name)
 
 
 def load_scenario(directory: str | Path) -> Scenario:
@@ -550,10 +567,13 @@ def write_scenario(scenario: Scenario, directory: str | Path) -> None:
                     w.writerow([profile, gpu_type, gpus, _number(spe)] + blanks)
     with (directory / WORKLOAD_FILE).open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
-        w.writerow(WORKLOAD_COLUMNS)
+        flags = [name for name, default in WORKLOAD_FLAGS_DEFAULTS.items()
+                 if any(getattr(j, name) != default for j in scenario.jobs)]
+        w.writerow(WORKLOAD_COLUMNS + tuple(flags))
         for j in scenario.jobs:
             w.writerow([j.job_id, _number(j.submit_time), _number(j.due_date),
-                        _number(j.tardiness_weight), _number(j.epochs), j.profile])
+                        _number(j.tardiness_weight), _number(j.epochs), j.profile]
+                       + [str(getattr(j, name)).lower() for name in flags])
 
 
 # Public names for other readers of located YAML (the service configuration).

@@ -151,6 +151,8 @@ class Job:
     tardiness_weight: float  # EUR per second late
     epochs: float
     profile: str
+    preemptible: bool = True  # False: once started, never paused or moved (policies/pinning.py)
+    start_asap: bool = False  # True: never held back to save energy (policies/pipeline.py)
 
 
 Config = tuple[str, int]

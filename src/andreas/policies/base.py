@@ -101,7 +101,8 @@ def revisit_at(plan: Plan) -> float | None:
 
 def check_plan(snapshot: Snapshot, plan: Plan, policy_name: str) -> None:
     """Raise PlanError unless every planned job is known, on a known node, in a configuration
-    its profile allows, and no node holds more GPUs than it has. Both drivers call this."""
+    its profile allows, no running non-preemptible job is paused or moved, and no node holds
+    more GPUs than it has. Both drivers call this."""
     cluster = snapshot.cluster
     views = {v.job_id: v for v in snapshot.jobs}
     index = {n.name: i for i, n in enumerate(cluster.nodes)}
@@ -123,6 +124,11 @@ def check_plan(snapshot: Snapshot, plan: Plan, policy_name: str) -> None:
             raise PlanError(f"policy {policy_name!r} planned job {job_id!r} at a power limit of "
                             f"{a.power_limit_w:g} W, which its profile does not give on {config}")
         used[n] += a.gpus
+    for v in snapshot.jobs:
+        if v.assignment is not None and not v.job.preemptible \
+                and stops_job(v.assignment, plan.get(v.job_id)):
+            raise PlanError(f"policy {policy_name!r} paused or moved job {v.job_id!r}, which "
+                            f"is not preemptible (decide through policies.pinning.decide)")
     for n, u in enumerate(used):
         if u > cluster.nodes[n].gpus:
             raise PlanError(f"policy {policy_name!r} over-subscribed node "

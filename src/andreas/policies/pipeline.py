@@ -83,6 +83,16 @@ def build_steps(params: "GreedyParams") -> list[PlanStep]:
     return [s for s in steps if s is not None]
 
 
+def kept_asap(snapshot: Snapshot, before: Decision, after: Decision) -> Decision:
+    """A step's decision, unless it leaves waiting a job that must start as soon as it can
+    (`Job.start_asap`) and that the decision before it ran: then the decision before it. The
+    steps spend slack to save energy; such a job's owner said not to."""
+    for v in snapshot.jobs:
+        if v.job.start_asap and v.job_id in before and v.job_id not in after:
+            return before
+    return after
+
+
 def run_pipeline(snapshot: Snapshot, plan, params: "GreedyParams",
                  arrivals: "ArrivalLog") -> Decision:
     """`plan` through the policy's steps; every job left waiting gets a reason."""
@@ -99,7 +109,7 @@ def run_pipeline(snapshot: Snapshot, plan, params: "GreedyParams",
     for i, step in enumerate(steps):
         if checked[i] and before is None:
             before = decision
-        decision = step.apply(snapshot, decision, ctx)
+        decision = kept_asap(snapshot, decision, step.apply(snapshot, decision, ctx))
         if checked[i] and (i + 1 == len(steps) or not checked[i + 1]):
             assert before is not None
             if decision != before and not keeps_cost(snapshot, before, decision, arrivals,

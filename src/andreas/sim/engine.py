@@ -18,6 +18,7 @@ from typing import Callable, Mapping
 from ..cost import tardiness_cost
 from ..errors import AndreasError
 from ..model import Job, Scenario, Segment
+from ..policies import pinning
 from ..policies.base import Assignment, JobView, Policy, Snapshot, check_plan, revisit_at, stops_job
 from ..policies.decision import Decision
 
@@ -300,7 +301,7 @@ class Simulator:
         snapshot = Snapshot(now, self.cluster, self.scenario.profiles, tuple(
             self._view(s, now) for s in active.values()))
         tic = wallclock.perf_counter()
-        plan = self.policy.decide(snapshot)
+        plan = pinning.decide(self.policy, snapshot)
         self.scheduler_seconds += wallclock.perf_counter() - tic
         wake = revisit_at(plan)
         self.revisit = wake if wake is not None and wake > now else math.inf

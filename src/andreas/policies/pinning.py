@@ -1,0 +1,51 @@
+"""Jobs that must not be paused or moved once started (`Job.preemptible` false), for every
+policy by construction.
+
+A job whose checkpoints are unreliable, or that holds a licence or a data lease, must run
+through once started. Rather than teach each policy (ours, a baseline, a user's) to leave such
+jobs alone, the drivers decide through `decide` here: the policy sees a snapshot without the
+running non-preemptible jobs and without the GPUs they hold, and its decision gets them back
+where they run. `check_plan` refuses any plan that stops one, so a driver that bypassed this
+would fail loudly.
+
+What the policy then does not see: that a node partly held by a pinned job is already
+powered. It prices that node's GPUs as if the node were otherwise idle, which overstates the
+energy a job added there would cost; the plan is still feasible, only less frugal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .base import Assignment, Plan, Policy, Snapshot
+from .decision import Decision
+
+
+def pinned(snapshot: Snapshot) -> dict[str, Assignment]:
+    """The running jobs of `snapshot` that may not be paused or moved, where they run."""
+    return {v.job_id: v.assignment for v in snapshot.jobs
+            if v.assignment is not None and not v.job.preemptible}
+
+
+def without_pinned(snapshot: Snapshot, pins: dict[str, Assignment]) -> Snapshot:
+    """`snapshot` less the pinned jobs and the GPUs they hold (a node left with none is
+    left out)."""
+    held: dict[str, int] = {}
+    for a in pins.values():
+        held[a.node] = held.get(a.node, 0) + a.gpus
+    nodes = tuple(replace(n, gpus=n.gpus - held.get(n.name, 0)) for n in snapshot.cluster.nodes
+                  if n.gpus > held.get(n.name, 0))
+    return replace(snapshot, cluster=replace(snapshot.cluster, nodes=nodes),
+                   jobs=tuple(v for v in snapshot.jobs if v.job_id not in pins))
+
+
+def decide(policy: Policy, snapshot: Snapshot) -> Plan:
+    """`policy`'s decision on `snapshot`, with every running non-preemptible job kept where it
+    runs (the drivers' one way to ask a policy)."""
+    pins = pinned(snapshot)
+    if not pins:
+        return policy.decide(snapshot)
+    rest = without_pinned(snapshot, pins)
+    plan = policy.decide(rest) if rest.jobs and rest.cluster.nodes else {}
+    decision = Decision.of(plan)
+    return decision.replaced({**decision, **pins})

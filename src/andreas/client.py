@@ -32,7 +32,7 @@ from .errors import AndreasError
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 RETRY_STATUS = (429, 502, 503, 504)
-FINAL_STATES = ("completed", "failed", "cancelled")
+FINAL_STATES = ("completed", "failed", "cancelled", "timeout")
 
 
 class ApiError(AndreasError):
@@ -234,10 +234,21 @@ class Client:
                deadline_s: float | None = None, due_date: float | None = None,
                priority: int | None = None, weight: float | None = None,
                profile: str | None = None, name: str | None = None,
-               workdir: str | None = None, idempotency_key: str | None = None) -> Job:
-        """Submit a job; the answer carries its first forecast. Safe to retry: the same
-        `idempotency_key` (one is made when not given) never makes a second job."""
+               workdir: str | None = None, preemptible: bool = True,
+               start_asap: bool = False, max_runtime_s: float | None = None,
+               hard_deadline: bool = False, idempotency_key: str | None = None) -> Job:
+        """Submit a job (`wait_planned` then gives its forecast). Safe to retry: the same
+        `idempotency_key` (one is made when not given) never makes a second job. With
+        `hard_deadline`, a job the forecast ends late is refused: ApiError 409."""
         body: dict[str, Any] = {"epochs": epochs}
+        if not preemptible:
+            body["preemptible"] = False
+        if start_asap:
+            body["start_asap"] = True
+        if max_runtime_s is not None:
+            body["max_runtime_s"] = max_runtime_s
+        if hard_deadline:
+            body["hard_deadline"] = True
         for key, value in (("command", command), ("script", script), ("deadline_s", deadline_s),
                            ("due_date", due_date), ("priority", priority), ("weight", weight),
                            ("profile", profile), ("name", name), ("workdir", workdir)):
@@ -281,7 +292,7 @@ class Client:
     def follow_logs(self, job_id: str, poll_s: float = 1.0,
                     tail_bytes: int = 1 << 20) -> Iterator[str]:
         """The job's log as it grows: first its last `tail_bytes`, then each new piece, until
-        the job has ended (completed, failed or cancelled) and its last lines are out."""
+        the job has ended (completed, failed, cancelled or timed out) and its last lines are out."""
         seen = ""
         while True:
             final = self.job(job_id).final  # read before the logs: nothing written after is lost

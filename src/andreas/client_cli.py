@@ -138,6 +138,13 @@ def submit_cmd(
                                        "program's)."),
     workdir: Optional[str] = typer.Option(None, "--workdir", help="The folder the job runs "
                                           "in, on the service's machine."),
+    no_preempt: bool = typer.Option(False, "--no-preempt", help="Once started, never pause or "
+                                    "move it (for jobs that cannot resume from a checkpoint)."),
+    asap: bool = typer.Option(False, "--asap", help="Never hold it back to save energy."),
+    time_limit: Optional[str] = typer.Option(None, "--time-limit", help="Stop it after it has "
+                                             "run this long in all (e.g. 4h): state timeout."),
+    hard_deadline: bool = typer.Option(False, "--hard-deadline", help="Refuse the job, with "
+                                       "the forecast, unless it is forecast to end in time."),
     no_wait: bool = typer.Option(False, "--no-wait", help="Answer at once, without waiting "
                                  "(up to 15 s) for the scheduler to plan the job."),
     url: Optional[str] = URL, token: Optional[str] = TOKEN, as_json: bool = AS_JSON,
@@ -159,7 +166,10 @@ def submit_cmd(
                             command=command,
                             deadline_s=parse_duration(deadline) if deadline else None,
                             due_date=parse_due(due) if due else None, priority=priority,
-                            weight=weight, profile=profile, name=name, workdir=workdir)
+                            weight=weight, profile=profile, name=name, workdir=workdir,
+                            preemptible=not no_preempt, start_asap=asap,
+                            max_runtime_s=parse_duration(time_limit, "--time-limit")
+                            if time_limit else None, hard_deadline=hard_deadline)
         if not no_wait:
             job = client.wait_planned(job.id)
     if as_json:
@@ -180,7 +190,7 @@ def submit_cmd(
 def jobs_cmd(
     state: Optional[str] = typer.Option(None, "--state", help="Only jobs in this state: "
                                         "queued, running, paused, completed, failed, "
-                                        "cancelled."),
+                                        "cancelled, timeout."),
     show_all: bool = typer.Option(False, "--all", "-a", help="Finished jobs too (default: "
                                   "queued, running and paused only)."),
     url: Optional[str] = URL, token: Optional[str] = TOKEN, as_json: bool = AS_JSON,

@@ -12,6 +12,7 @@ import sys
 import time
 import uuid
 from contextlib import asynccontextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated
 
@@ -27,7 +28,7 @@ from ..errors import AndreasError
 from ..executors import NodeInfo, make_executor
 from ..io import feasible_configs
 from .config import ServiceConfig
-from .db import JobRow, RunRow, Token, User
+from .db import ACTIVE_STATES, FINAL_STATES, JobRow, RunRow, Token, User
 from .limits import BodyLimit, SecurityHeaders
 from .ratelimit import FailureLimiter
 from .scheduler import Scheduler
@@ -192,16 +193,34 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
         return _token_out(*revoked)
 
     def accept(rows: list[JobRow], user: User) -> list[JobOut]:
-        """Store validated submissions in one transaction, wake the scheduler, show them."""
-        for row in rows:
+        """Store validated submissions in one transaction, wake the scheduler, show them.
+        A job with a hard deadline that the forecast ends late is refused (409), and with it
+        the whole submission."""
+        for i, row in enumerate(rows):
             row.id = "job-" + uuid.uuid4().hex[:12]
             row.owner_id = user.id
+            if row.hard_deadline:
+                refuse_if_late(row, f"job [{i}]: " if len(rows) > 1 else "")
         with store.session() as s:
             s.add_all(rows)
         scheduler.wake("submit")
         with store.session() as s:
             return [_job_out(s, must_get(s, JobRow, r.id), scheduler, measured=None)
                     for r in rows]
+
+    def refuse_if_late(row: JobRow, prefix: str) -> None:
+        """409 when the forecast, with the queue as it is, ends `row` after its due date."""
+        try:
+            f = scheduler.what_if(row)
+        except Exception as exc:  # no forecast, no promise: refuse, and say why
+            raise HTTPException(409, f"{prefix}hard_deadline: no forecast could be made "
+                                     f"({type(exc).__name__}: {exc})") from None
+        late = f.completion - row.due_date
+        if late > 1e-6:
+            raise HTTPException(409, f"{prefix}hard_deadline: the forecast ends the job at "
+                                     f"{_iso(f.completion)}, {late:.0f} s after its due date "
+                                     f"{_iso(row.due_date)} (it would start at "
+                                     f"{_iso(f.start or row.submitted_at)}); not accepted")
 
     @app.post("/jobs", tags=["jobs"], status_code=201, response_model=JobOut,
               responses={200: {"model": JobOut, "description": "a retried submission (the "
@@ -250,9 +269,9 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
 
     @app.get("/jobs", tags=["jobs"], response_model=list[JobOut])
     def list_jobs(state: str | None = Query(None, pattern="^(queued|running|paused|completed|"
-                                                          "failed|cancelled)$",
+                                                          "failed|cancelled|timeout)$",
                                             description="queued, running, paused, completed, "
-                                                        "failed, cancelled"),
+                                                        "failed, cancelled, timeout"),
                   user: User = Depends(current_user)):
         measured = scheduler.measured()["jobs"]
         with store.session() as s:
@@ -273,7 +292,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
     def cancel_job(job_id: str, user: User = Depends(current_user)):
         with store.session() as s:
             job = visible_job(s, job_id, user)
-            if job.state in ("completed", "failed", "cancelled"):
+            if job.state in FINAL_STATES:
                 raise HTTPException(409, f"job {job_id!r} is already {job.state}")
             job.cancel_requested = True
             if job.state in ("queued", "paused"):
@@ -380,6 +399,10 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
     return app
 
 
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")
+
+
 def _token_out(token: Token, user: User) -> TokenOut:
     return TokenOut(id=token.id, user=user.name, role=user.role, created_at=token.created_at,
                     expires_at=token.expires_at, revoked=token.revoked,
@@ -443,7 +466,9 @@ def _validate_submission(config: ServiceConfig, body: JobSubmit, now: float) -> 
     return JobRow(name=body.name or default_name,
                   command=command, workdir=body.workdir, epochs=body.epochs, submitted_at=now,
                   due_date=due, weight=weight, profile_name=body.profile, inline_profile=inline,
-                  state="queued", epochs_done=0.0, cancel_requested=False, speed_factor=1.0)
+                  state="queued", epochs_done=0.0, cancel_requested=False, speed_factor=1.0,
+                  preemptible=body.preemptible, start_asap=body.start_asap,
+                  max_runtime_s=body.max_runtime_s, hard_deadline=body.hard_deadline)
 
 
 def _run_out(r: RunRow) -> RunOut:
@@ -466,6 +491,8 @@ def _job_out(s, job: JobRow, scheduler: Scheduler, measured: dict | None) -> Job
                   restarts=max(0, sum(1 for r in runs if r.handle or r.state != "ended") - 1),
                   speed_factor=job.speed_factor, predicted=job.predicted,
                   forecast=job.forecast, measured=measured,
+                  preemptible=job.preemptible, start_asap=job.start_asap,
+                  max_runtime_s=job.max_runtime_s, hard_deadline=job.hard_deadline,
                   **_why_waiting(job, scheduler))
 
 
@@ -501,7 +528,7 @@ def _metrics_text(store: Store, scheduler: Scheduler) -> str:
         busy: dict[str, int] = {}
         for run in s.scalars(select(RunRow).where(RunRow.state.in_(("starting", "running")))):
             busy[run.node] = busy.get(run.node, 0) + len(run.gpu_indices)
-    states = ("queued", "running", "paused", "completed", "failed", "cancelled")
+    states = ACTIVE_STATES + FINAL_STATES
     metric("andreas_jobs", "gauge", "Jobs by state.",
            [(f'{{state="{st}"}}', counts.get(st, 0)) for st in states])
     metric("andreas_gpus_busy", "gauge", "GPUs held by running jobs, per node.",

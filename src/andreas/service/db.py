@@ -54,6 +54,7 @@ class JobRow(Base):
     profile_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
     inline_profile: Mapped[list | None] = mapped_column(JSON, nullable=True)
     # queued (never ran) | running | paused (ran, waiting) | completed | failed | cancelled
+    # | timeout (stopped at its max_runtime_s)
     state: Mapped[str] = mapped_column(String(12), index=True)
     epochs_done: Mapped[float] = mapped_column(Float, default=0.0)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
@@ -67,6 +68,11 @@ class JobRow(Base):
     speed_factor: Mapped[float] = mapped_column(Float, default=1.0)
     # the client's Idempotency-Key: a retried submission returns this job (unique per owner)
     idempotency_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    # per-job controls (migration 0004)
+    preemptible: Mapped[bool] = mapped_column(Boolean, default=True)
+    start_asap: Mapped[bool] = mapped_column(Boolean, default=False)
+    max_runtime_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    hard_deadline: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
 class RunRow(Base):
@@ -104,4 +110,4 @@ class ProgressRow(Base):
 
 
 ACTIVE_STATES = ("queued", "running", "paused")
-FINAL_STATES = ("completed", "failed", "cancelled")
+FINAL_STATES = ("completed", "failed", "cancelled", "timeout")

@@ -28,10 +28,10 @@ from ..executors import Executor, LaunchRequest, NodeInfo
 from ..executors.launch import LOCKED_EXIT
 from ..measure.nvml import NvmlMeter
 from ..model import Cluster, Job, Node, Profiles
-from ..policies import make_policy
+from ..policies import make_policy, pinning
 from ..policies.base import Assignment, JobView, Snapshot, check_plan, revisit_at, stops_job
 from ..policies.decision import Decision, Reason
-from ..sim.forecast import ForeseenDecision, forecast
+from ..sim.forecast import ForeseenDecision, JobForecast, forecast
 from .config import ServiceConfig
 from .db import ACTIVE_STATES, JobRow, ProgressRow, RunRow
 from .energy import modelled_costs, run_segments
@@ -207,7 +207,28 @@ class Scheduler:
         if stopping:
             self._stop(stopping, "cancel")
             reasons.add("cancel")
+        timed_out = self._over_runtime()
+        if timed_out:
+            self._stop(timed_out, "timeout")
+            reasons.add("timeout")
         return reasons
+
+    def _over_runtime(self) -> list[tuple[str, int]]:
+        """Live runs of jobs that have run, over all their runs, for their max_runtime_s."""
+        now = self.clock()
+        out = []
+        with self.store.session() as s:
+            rows = s.execute(select(RunRow, JobRow).join(JobRow, RunRow.job_id == JobRow.id)
+                             .where(RunRow.state.in_(("starting", "running")),
+                                    JobRow.max_runtime_s.is_not(None))).all()
+            for run, job in rows:
+                earlier = s.scalars(select(RunRow).where(RunRow.job_id == job.id,
+                                                         RunRow.id != run.id)).all()
+                used = (now - run.started_at) + sum(r.ended_at - r.started_at for r in earlier
+                                                    if r.ended_at is not None)
+                if job.max_runtime_s is not None and used >= job.max_runtime_s:
+                    out.append((job.id, run.id))
+        return out
 
     def _read_progress_file(self, s, job: JobRow, run: RunRow) -> bool:
         """Progress the job wrote to its checkpoint dir but has not posted (yet, or at all);
@@ -259,6 +280,9 @@ class Scheduler:
             job.state, job.completed_at = "completed", now
         elif run.stop_reason == "cancel" or job.cancel_requested:
             job.state, job.message = "cancelled", "cancelled by request"
+        elif run.stop_reason == "timeout":
+            job.state, job.completed_at = "timeout", now
+            job.message = f"stopped at its wall-time limit of {job.max_runtime_s:g} s"
         elif run.stop_reason in ("pause", "move", "shutdown") or stop_requested:
             job.state = "paused"
         elif returncode == 0:
@@ -326,7 +350,8 @@ class Scheduler:
                     assignment = Assignment(run.node, len(run.gpu_indices))
                     running[job.id] = run
                 views.append(JobView(Job(job.id, job.submitted_at, job.due_date, job.weight,
-                                         float(job.epochs), key), remaining, assignment,
+                                         float(job.epochs), key, preemptible=job.preemptible,
+                                         start_asap=job.start_asap), remaining, assignment,
                                      job.first_started_at is not None))
         if held:
             cluster = replace(cluster, nodes=tuple(
@@ -341,7 +366,7 @@ class Scheduler:
         plan = self._foreseen_plan(snapshot, reasons)
         source = "forecast" if plan is not None else "policy"
         if plan is None:
-            plan = self.policy.decide(snapshot) if snapshot.jobs else {}
+            plan = pinning.decide(self.policy, snapshot) if snapshot.jobs else {}
         wake = revisit_at(plan)
         why = dict(getattr(plan, "reasons", {}))  # per waiting job (Decision.reasons)
         plan = dict(plan)
@@ -379,6 +404,21 @@ class Scheduler:
         predicted = forecast(snapshot, timed, self.forecast_policy(len(snapshot.jobs)),
                              start_pays_overhead=True, decisions=foreseen)
         return predicted, foreseen
+
+    def what_if(self, job: JobRow) -> JobForecast:
+        """The forecast of a job not yet submitted, planned with the current queue (for
+        `hard_deadline`): the decision and forecast the next tick would make, made now."""
+        snapshot, _ = self.snapshot()
+        key = f"job:{job.id}"
+        view = JobView(Job(job.id, job.submitted_at, job.due_date, job.weight, float(job.epochs),
+                           key, preemptible=job.preemptible, start_asap=job.start_asap),
+                       float(job.epochs))
+        snapshot = replace(snapshot, profiles=Profiles(
+            {**snapshot.profiles.table, key: self.job_configs(job)}),
+            jobs=(*snapshot.jobs, view))
+        policy = self.forecast_policy(len(snapshot.jobs))
+        return forecast(snapshot, pinning.decide(policy, snapshot), policy,
+                        start_pays_overhead=True)[job.id]
 
     def _worth_switching(self, snapshot: Snapshot, keep: dict, fresh: dict,
                          wake: float | None = None):

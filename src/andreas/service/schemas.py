@@ -71,6 +71,13 @@ class JobSubmit(Strict):
                                  description="a profile name from the service's profiles.csv")
     inline_profile: list[ProfileRow] | None = Field(None, min_length=1,
                                                     max_length=MAX_PROFILE_ROWS)
+    preemptible: bool = Field(True, description="false: once started, never paused or moved")
+    start_asap: bool = Field(False, description="true: never held back to save energy")
+    max_runtime_s: float | None = Field(None, gt=0, le=MAX_DEADLINE_S,
+                                        description="wall-time limit over all its runs: then "
+                                                    "stopped, state 'timeout'")
+    hard_deadline: bool = Field(False, description="true: refused (409, with the forecast) "
+                                                   "when the forecast ends it after its due date")
 
 
 class ErrorOut(BaseModel):
@@ -134,6 +141,10 @@ class JobOut(BaseModel):
                                "hour, no capacity, ...)")
     held_until: float | None = Field(None, description="when a job held back on purpose "
                                      "starts at the latest (Unix time)")
+    preemptible: bool = True
+    start_asap: bool = False
+    max_runtime_s: float | None = None
+    hard_deadline: bool = False
 
 
 class ProgressIn(Strict):

@@ -73,7 +73,8 @@ class Explode:
 
 def test_a_failing_decision_is_shown_not_hidden(tmp_path):
     """A scheduler tick that fails must not leave jobs 'not planned yet' in silence: the jobs
-    and /healthz say the latest decision failed and why, until one passes again."""
+    and /healthz say the latest decision failed and why, it is retried (its reasons are not
+    lost) until one passes again, and idle ticks in between do not hide the failure."""
     path = write_service_files(tmp_path)
     path.write_text(path.read_text().replace(
         "policy_options: {seed: 1, hold_share: null}",
@@ -88,8 +89,12 @@ def test_a_failing_decision_is_shown_not_hidden(tmp_path):
             assert "boom in a plan step" in health["scheduler"] and health["failed_ticks"] >= 1
             reason = client.get(f"/jobs/{job_id}", headers=ADMIN).json()["reason"]
             assert "latest decision failed" in reason and "boom in a plan step" in reason
-            Explode.armed = False
-            client.post("/jobs", headers=ADMIN, json=train_job(1))  # wakes the scheduler
+            # the failed decision is retried on its own (its reasons are kept), backing off
+            wait_for(lambda: client.get("/healthz").json()["failed_ticks"] >= 3,
+                     what="retries of the failed decision")
+            assert "latest decision failed" in \
+                client.get(f"/jobs/{job_id}", headers=ADMIN).json()["reason"]
+            Explode.armed = False  # no new event: the next retry alone must plan the job
             wait_for(lambda: client.get("/healthz").json()["status"] == "ok",
                      what="a passing tick")
             wait_for(lambda: client.get(f"/jobs/{job_id}", headers=ADMIN).json()["state"]

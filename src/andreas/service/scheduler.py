@@ -95,7 +95,7 @@ class Scheduler:
         self._thread: threading.Thread | None = None
         self._last_period = self.clock()
         self.errors = 0  # scheduler ticks that failed
-        self.last_error: str | None = None  # why the latest tick failed; None once one passes
+        self.last_error: str | None = None  # why the latest replan failed; None once one passes
         self.history: deque[dict] = deque(maxlen=100_000)  # predicted workload total by time
         self.foreseen: list[ForeseenDecision] = []  # the decisions the last forecast made
         self.kept = 0  # decisions taken from the forecast rather than made afresh
@@ -130,15 +130,18 @@ class Scheduler:
         self._wake.set()
 
     def _loop(self) -> None:
+        failures = 0  # in a row: the retries back off, up to 30 s apart
         while not self._stopping.is_set():
-            self._wake.wait(self.config.poll_s)
+            # after failures, retry less often (a request still wakes it at once)
+            self._wake.wait(min(30.0, self.config.poll_s * 2 ** failures))
             self._wake.clear()
             if self._stopping.is_set():
                 break
             try:
                 self.tick()
-                self.last_error = None
-            except Exception as exc:  # keep serving; the next tick retries
+                failures = 0
+            except Exception as exc:  # keep serving; the next tick retries (tick keeps why)
+                failures += 1
                 self.errors += 1
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.exception("scheduler tick failed")
@@ -148,15 +151,21 @@ class Scheduler:
         with self._tick_lock:
             with self._reasons_lock:
                 reasons, self._reasons = self._reasons, set()
-            reasons |= self.reconcile()
-            period = self.config.period_s
-            if period and self.clock() - self._last_period >= period:
-                reasons.add("period")
-            if self.plan.revisit_at is not None and self.clock() >= self.plan.revisit_at:
-                reasons.add("revisit")  # the plan held jobs back until now at the latest
-            if reasons:
-                self._last_period = self.clock()
-                self.replan(sorted(reasons))
+            try:
+                reasons |= self.reconcile()
+                period = self.config.period_s
+                if period and self.clock() - self._last_period >= period:
+                    reasons.add("period")
+                if self.plan.revisit_at is not None and self.clock() >= self.plan.revisit_at:
+                    reasons.add("revisit")  # the plan held jobs back until now at the latest
+                if reasons:
+                    self._last_period = self.clock()
+                    self.replan(sorted(reasons))
+                    self.last_error = None
+            except Exception:
+                with self._reasons_lock:  # not lost: the next tick replans, for them too
+                    self._reasons |= reasons | {"retry"}
+                raise
 
     def nodes(self) -> list[NodeInfo]:
         return self.executor.nodes()

@@ -7,8 +7,9 @@ import pytest
 from conftest import write_service_files
 from fastapi.testclient import TestClient
 
-from andreas.service.api import create_app, read_tail
+from andreas.service.api import create_app
 from andreas.service.config import read_service_config
+from andreas.service.jobs import read_tail
 
 ADMIN = {"Authorization": "Bearer admin-secret", "Content-Type": "application/json"}
 GOOD = {"command": ["true"], "epochs": 3, "deadline_s": 600, "profile": "mlp"}

@@ -8,12 +8,8 @@ with (`ANDREAS_PROGRESS_TOKEN`), which is good for that job only.
 from __future__ import annotations
 
 import logging
-import sys
 import time
-import uuid
 from contextlib import asynccontextmanager
-from datetime import datetime, timezone
-from pathlib import Path
 from typing import Annotated
 
 from fastapi import Body, Depends, FastAPI, Header, HTTPException, Query, Request, Response
@@ -23,12 +19,21 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
-from ..catalogue import canonical_gpu
 from ..errors import AndreasError
 from ..executors import NodeInfo, make_executor
-from ..io import feasible_configs
 from .config import ServiceConfig
 from .db import ACTIVE_STATES, FINAL_STATES, JobRow, RunRow, Token, User
+from .jobs import (
+    Refused,
+    accept,
+    job_out,
+    logs_tail,
+    owned_job_ids,
+    request_cancel,
+    run_out,
+    validate_submission,
+    visible_job,
+)
 from .limits import BodyLimit, SecurityHeaders
 from .ratelimit import FailureLimiter
 from .scheduler import Scheduler
@@ -85,6 +90,10 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     app.add_middleware(SecurityHeaders)
 
+    @app.exception_handler(Refused)
+    async def _refused(request: Request, exc: Refused):
+        return JSONResponse(status_code=exc.status, content={"detail": exc.detail})
+
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):
         messages = []
@@ -133,20 +142,6 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
             raise HTTPException(403, "this needs an admin token")
         return user
 
-    def owned_job_ids(s, user: User) -> set[str] | None:
-        """The ids of `user`'s jobs; None for an admin, who sees every job."""
-        if user.role == "admin":
-            return None
-        return set(s.scalars(select(JobRow.id).where(JobRow.owner_id == user.id)))
-
-    def visible_job(s, job_id: str, user: User) -> JobRow:
-        job = s.get(JobRow, job_id)
-        if job is None:
-            raise HTTPException(404, f"no job {job_id!r}")
-        if user.role != "admin" and job.owner_id != user.id:
-            raise HTTPException(403, f"job {job_id!r} belongs to another user")
-        return job
-
     # ------------------------------------------------------------------ routes
     @app.get("/healthz", tags=["service"])
     def healthz():
@@ -192,36 +187,6 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
             raise HTTPException(404, f"no token {token_id} of yours")
         return _token_out(*revoked)
 
-    def accept(rows: list[JobRow], user: User) -> list[JobOut]:
-        """Store validated submissions in one transaction, wake the scheduler, show them.
-        A job with a hard deadline that the forecast ends late is refused (409), and with it
-        the whole submission."""
-        for i, row in enumerate(rows):
-            row.id = "job-" + uuid.uuid4().hex[:12]
-            row.owner_id = user.id
-            if row.hard_deadline:
-                refuse_if_late(row, f"job [{i}]: " if len(rows) > 1 else "")
-        with store.session() as s:
-            s.add_all(rows)
-        scheduler.wake("submit")
-        with store.session() as s:
-            return [_job_out(s, must_get(s, JobRow, r.id), scheduler, measured=None)
-                    for r in rows]
-
-    def refuse_if_late(row: JobRow, prefix: str) -> None:
-        """409 when the forecast, with the queue as it is, ends `row` after its due date."""
-        try:
-            f = scheduler.what_if(row)
-        except Exception as exc:  # no forecast, no promise: refuse, and say why
-            raise HTTPException(409, f"{prefix}hard_deadline: no forecast could be made "
-                                     f"({type(exc).__name__}: {exc})") from None
-        late = f.completion - row.due_date
-        if late > 1e-6:
-            raise HTTPException(409, f"{prefix}hard_deadline: the forecast ends the job at "
-                                     f"{_iso(f.completion)}, {late:.0f} s after its due date "
-                                     f"{_iso(row.due_date)} (it would start at "
-                                     f"{_iso(f.start or row.submitted_at)}); not accepted")
-
     @app.post("/jobs", tags=["jobs"], status_code=201, response_model=JobOut,
               responses={200: {"model": JobOut, "description": "a retried submission (the "
                                                               "same Idempotency-Key): the job "
@@ -236,10 +201,10 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
             if earlier is not None:
                 response.status_code = 200
                 return earlier
-        row = _validate_submission(config, body, time.time())
+        row = validate_submission(config, body, time.time())
         row.idempotency_key = idempotency_key
         try:
-            return accept([row], user)[0]
+            return accept(store, scheduler, [row], user)[0]
         except IntegrityError:  # a concurrent retry with the same key won the race
             earlier = submitted_with(idempotency_key, user) if idempotency_key else None
             if earlier is None:
@@ -251,7 +216,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
         with store.session() as s:
             job = s.scalar(select(JobRow).where(JobRow.owner_id == user.id,
                                                 JobRow.idempotency_key == key))
-            return None if job is None else _job_out(s, job, scheduler, None)
+            return None if job is None else job_out(s, job, scheduler, None)
 
     @app.post("/jobs/batch", tags=["jobs"], status_code=201, response_model=list[JobOut])
     def submit_batch(body: Annotated[list[JobSubmit], Body(max_length=MAX_BATCH)],
@@ -262,10 +227,10 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
         rows = []
         for i, item in enumerate(body):
             try:
-                rows.append(_validate_submission(config, item, now))
-            except HTTPException as exc:
-                raise HTTPException(exc.status_code, f"job [{i}]: {exc.detail}") from None
-        return accept(rows, user)
+                rows.append(validate_submission(config, item, now))
+            except Refused as exc:
+                raise Refused(exc.status, f"job [{i}]: {exc.detail}") from None
+        return accept(store, scheduler, rows, user)
 
     @app.get("/jobs", tags=["jobs"], response_model=list[JobOut])
     def list_jobs(state: str | None = Query(None, pattern="^(queued|running|paused|completed|"
@@ -280,32 +245,25 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
                 query = query.where(JobRow.owner_id == user.id)
             if state:
                 query = query.where(JobRow.state == state)
-            return [_job_out(s, j, scheduler, measured.get(j.id)) for j in s.scalars(query)]
+            return [job_out(s, j, scheduler, measured.get(j.id)) for j in s.scalars(query)]
 
     @app.get("/jobs/{job_id}", tags=["jobs"], response_model=JobOut)
     def show_job(job_id: str, user: User = Depends(current_user)):
         measured = scheduler.measured()["jobs"]
         with store.session() as s:
-            return _job_out(s, visible_job(s, job_id, user), scheduler, measured.get(job_id))
+            return job_out(s, visible_job(s, job_id, user), scheduler, measured.get(job_id))
 
     @app.post("/jobs/{job_id}/cancel", tags=["jobs"], status_code=202, response_model=JobOut)
     def cancel_job(job_id: str, user: User = Depends(current_user)):
+        request_cancel(store, scheduler, job_id, user)
         with store.session() as s:
-            job = visible_job(s, job_id, user)
-            if job.state in FINAL_STATES:
-                raise HTTPException(409, f"job {job_id!r} is already {job.state}")
-            job.cancel_requested = True
-            if job.state in ("queued", "paused"):
-                job.state, job.message = "cancelled", "cancelled by request"
-        scheduler.wake("cancel")
-        with store.session() as s:
-            return _job_out(s, must_get(s, JobRow, job_id), scheduler, None)
+            return job_out(s, must_get(s, JobRow, job_id), scheduler, None)
 
     @app.get("/jobs/{job_id}/runs", tags=["jobs"], response_model=list[RunOut])
     def job_runs(job_id: str, user: User = Depends(current_user)):
         with store.session() as s:
             visible_job(s, job_id, user)
-            return [_run_out(r) for r in s.scalars(select(RunRow).where(RunRow.job_id == job_id)
+            return [run_out(r) for r in s.scalars(select(RunRow).where(RunRow.job_id == job_id)
                                                    .order_by(RunRow.id))]
 
     @app.get("/jobs/{job_id}/logs", tags=["jobs"], response_class=PlainTextResponse)
@@ -315,16 +273,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
             visible_job(s, job_id, user)
             run_ids = s.scalars(select(RunRow.id).where(RunRow.job_id == job_id)
                                 .order_by(RunRow.id)).all()
-        parts, left = [], tail_bytes
-        for run_id in reversed(run_ids):  # newest first, reading only the tail of each file
-            if left <= 0:
-                break
-            path = scheduler.job_dir(job_id) / "logs" / f"run-{run_id}.log"
-            text = read_tail(path, left)
-            part = f"--- run {run_id} ---\n{text}"
-            parts.append(part)
-            left -= len(part)
-        return "".join(reversed(parts))[-tail_bytes:]
+        return logs_tail(scheduler, list(run_ids), job_id, tail_bytes)
 
     @app.post("/jobs/{job_id}/progress", tags=["jobs"])
     def progress(job_id: str, body: ProgressIn, request: Request,
@@ -399,10 +348,6 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
     return app
 
 
-def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")
-
-
 def _token_out(token: Token, user: User) -> TokenOut:
     return TokenOut(id=token.id, user=user.name, role=user.role, created_at=token.created_at,
                     expires_at=token.expires_at, revoked=token.revoked,
@@ -413,104 +358,6 @@ def _version() -> str:
     from .. import __version__
 
     return __version__
-
-
-def _validate_submission(config: ServiceConfig, body: JobSubmit, now: float) -> JobRow:
-    def bad(message: str):
-        raise HTTPException(400, message)
-
-    if (body.command is None) == (body.script is None):
-        bad("give exactly one of 'command' (argv list) or 'script' (a Python file)")
-    if body.command is not None:
-        command = list(body.command)
-    else:
-        assert body.script is not None  # exactly one of the two, checked above
-        script = Path(body.script)
-        if body.workdir:
-            script = Path(body.workdir) / script if not script.is_absolute() else script
-        if not script.is_file():
-            bad(f"script: no such file {str(script)!r} on the service's machine")
-        command = [sys.executable, str(script.resolve()), *body.args]
-    if body.workdir and not Path(body.workdir).is_dir():
-        bad(f"workdir: no such directory {body.workdir!r}")
-    if (body.due_date is None) == (body.deadline_s is None):
-        bad("give exactly one of 'due_date' (Unix time) or 'deadline_s' (seconds from now)")
-    due = body.due_date if body.due_date is not None else now + float(body.deadline_s or 0.0)
-    if body.weight is not None and body.priority is not None:
-        bad("give 'weight' or 'priority', not both")
-    weight = body.weight if body.weight is not None else config.priority_weights[
-        body.priority or 3]
-    if (body.profile is None) == (body.inline_profile is None):
-        bad("give exactly one of 'profile' (a name) or 'inline_profile' (rows)")
-    cluster = config.cluster
-    if body.profile is not None:
-        if body.profile not in config.profiles.table:
-            known = ", ".join(sorted(config.profiles.table)) or "none configured"
-            bad(f"profile: unknown profile {body.profile!r}; expected one of {known}")
-        configs = dict(config.profiles.configs(body.profile))
-        inline: list[dict] | None = None
-    else:
-        assert body.inline_profile is not None  # exactly one of the two, checked above
-        inline, configs = [], {}
-        for i, row in enumerate(body.inline_profile):
-            gpu_type = canonical_gpu(row.gpu_type) or row.gpu_type
-            if gpu_type not in cluster.gpu_types:
-                bad(f"inline_profile[{i}].gpu_type: unknown GPU type {row.gpu_type!r}; "
-                    f"expected one of {', '.join(sorted(cluster.gpu_types))}")
-            configs[(gpu_type, row.gpus)] = row.seconds_per_epoch
-            inline.append({"gpu_type": gpu_type, "gpus": row.gpus,
-                           "seconds_per_epoch": row.seconds_per_epoch})
-    if cluster.nodes and not feasible_configs(cluster, configs):
-        bad("no node of the cluster can run any configuration of this job's profile")
-    default_name = Path(command[-1] if body.script is None else body.script).name[:200]
-    return JobRow(name=body.name or default_name,
-                  command=command, workdir=body.workdir, epochs=body.epochs, submitted_at=now,
-                  due_date=due, weight=weight, profile_name=body.profile, inline_profile=inline,
-                  state="queued", epochs_done=0.0, cancel_requested=False, speed_factor=1.0,
-                  preemptible=body.preemptible, start_asap=body.start_asap,
-                  max_runtime_s=body.max_runtime_s, hard_deadline=body.hard_deadline)
-
-
-def _run_out(r: RunRow) -> RunOut:
-    return RunOut(id=r.id, node=r.node, gpu_type=r.gpu_type, gpu_indices=r.gpu_indices,
-                  state=r.state, started_at=r.started_at, ended_at=r.ended_at,
-                  epochs_at_start=r.epochs_at_start, epochs_at_end=r.epochs_at_end,
-                  stop_reason=r.stop_reason, exit_code=r.exit_code)
-
-
-def _job_out(s, job: JobRow, scheduler: Scheduler, measured: dict | None) -> JobOut:
-    runs = s.scalars(select(RunRow).where(RunRow.job_id == job.id).order_by(RunRow.id)).all()
-    live = next((r for r in runs if r.state in ("starting", "running")), None)
-    owner = s.get(User, job.owner_id)
-    return JobOut(id=job.id, name=job.name, owner=owner.name if owner else "?", state=job.state,
-                  command=job.command, epochs=job.epochs, epochs_done=job.epochs_done,
-                  submitted_at=job.submitted_at, due_date=job.due_date, weight=job.weight,
-                  profile=job.profile_name or ("inline" if job.inline_profile else None),
-                  first_started_at=job.first_started_at, completed_at=job.completed_at,
-                  message=job.message, running_on=_run_out(live) if live else None,
-                  restarts=max(0, sum(1 for r in runs if r.handle or r.state != "ended") - 1),
-                  speed_factor=job.speed_factor, predicted=job.predicted,
-                  forecast=job.forecast, measured=measured,
-                  preemptible=job.preemptible, start_asap=job.start_asap,
-                  max_runtime_s=job.max_runtime_s, hard_deadline=job.hard_deadline,
-                  **_why_waiting(job, scheduler))
-
-
-def _why_waiting(job: JobRow, scheduler: Scheduler) -> dict:
-    """`reason` and `held_until` of a job that waits (from the latest decision)."""
-    if job.state not in ("queued", "paused"):
-        return {"reason": None, "held_until": None}
-    why = scheduler.plan.waiting.get(job.id)
-    if why is None:
-        if scheduler.last_error is not None:
-            return {"reason": "not planned: the scheduler's latest decision failed "
-                              f"({scheduler.last_error}; see the service log)",
-                    "held_until": None}
-        if job.id in scheduler.plan.assignments:
-            return {"reason": f"starting on {scheduler.plan.assignments[job.id]['node']}",
-                    "held_until": None}
-        return {"reason": "not planned yet", "held_until": None}
-    return {"reason": why["text"], "held_until": why["until"]}
 
 
 def _metrics_text(store: Store, scheduler: Scheduler) -> str:
@@ -550,13 +397,3 @@ def _metrics_text(store: Store, scheduler: Scheduler) -> str:
     return "\n".join(lines) + "\n"
 
 
-def read_tail(path: Path, max_bytes: int) -> str:
-    """The last `max_bytes` bytes of a file as text, read from the end: a log of hundreds of
-    megabytes costs the service no more memory than the tail asked for."""
-    try:
-        with path.open("rb") as f:
-            size = f.seek(0, 2)
-            f.seek(max(0, size - max_bytes))
-            return f.read(max_bytes).decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        return ""

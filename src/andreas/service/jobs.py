@@ -1,0 +1,214 @@
+"""What the service does with jobs, apart from HTTP: validate and accept submissions, decide
+who may see a job, cancel, and show a job with its runs, forecast and reason. The REST routes
+(api.py) and the web dashboard (andreas/ui) both call these; a refusal is a `Refused` with the
+HTTP status and the sentence the caller shows."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+from sqlalchemy import select
+
+from ..catalogue import canonical_gpu
+from ..io import feasible_configs
+from .config import ServiceConfig
+from .db import FINAL_STATES, JobRow, RunRow, User
+from .scheduler import Scheduler
+from .schemas import JobOut, JobSubmit, RunOut
+from .store import Store, must_get
+
+
+class Refused(Exception):
+    """A request the service refuses: `status` is the HTTP status, `detail` the sentence."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status, self.detail = status, detail
+
+
+def owned_job_ids(s, user: User) -> set[str] | None:
+    """The ids of `user`'s jobs; None for an admin, who sees every job."""
+    if user.role == "admin":
+        return None
+    return set(s.scalars(select(JobRow.id).where(JobRow.owner_id == user.id)))
+
+def visible_job(s, job_id: str, user: User) -> JobRow:
+    job = s.get(JobRow, job_id)
+    if job is None:
+        raise Refused(404, f"no job {job_id!r}")
+    if user.role != "admin" and job.owner_id != user.id:
+        raise Refused(403, f"job {job_id!r} belongs to another user")
+    return job
+
+def request_cancel(store: Store, scheduler: Scheduler, job_id: str, user: User) -> None:
+    """Cancel a job: a queued or paused one at once, a running one at the next tick (stopped
+    like a pause). Refused (409) for a job that has ended."""
+    with store.session() as s:
+        job = visible_job(s, job_id, user)
+        if job.state in FINAL_STATES:
+            raise Refused(409, f"job {job_id!r} is already {job.state}")
+        job.cancel_requested = True
+        if job.state in ("queued", "paused"):
+            job.state, job.message = "cancelled", "cancelled by request"
+    scheduler.wake("cancel")
+
+
+def accept(store: Store, scheduler: Scheduler, rows: list[JobRow], user: User) -> list[JobOut]:
+    """Store validated submissions in one transaction, wake the scheduler, show them.
+    A job with a hard deadline that the forecast ends late is refused (409), and with it
+    the whole submission."""
+    for i, row in enumerate(rows):
+        row.id = "job-" + uuid.uuid4().hex[:12]
+        row.owner_id = user.id
+        if row.hard_deadline:
+            refuse_if_late(scheduler, row, f"job [{i}]: " if len(rows) > 1 else "")
+    with store.session() as s:
+        s.add_all(rows)
+    scheduler.wake("submit")
+    with store.session() as s:
+        return [job_out(s, must_get(s, JobRow, r.id), scheduler, measured=None)
+                for r in rows]
+
+def refuse_if_late(scheduler: Scheduler, row: JobRow, prefix: str) -> None:
+    """409 when the forecast, with the queue as it is, ends `row` after its due date."""
+    try:
+        f = scheduler.what_if(row)
+    except Exception as exc:  # no forecast, no promise: refuse, and say why
+        raise Refused(409, f"{prefix}hard_deadline: no forecast could be made "
+                                 f"({type(exc).__name__}: {exc})") from None
+    late = f.completion - row.due_date
+    if late > 1e-6:
+        raise Refused(409, f"{prefix}hard_deadline: the forecast ends the job at "
+                                 f"{iso(f.completion)}, {late:.0f} s after its due date "
+                                 f"{iso(row.due_date)} (it would start at "
+                                 f"{iso(f.start or row.submitted_at)}); not accepted")
+
+def validate_submission(config: ServiceConfig, body: JobSubmit, now: float) -> JobRow:
+    def bad(message: str):
+        raise Refused(400, message)
+
+    if (body.command is None) == (body.script is None):
+        bad("give exactly one of 'command' (argv list) or 'script' (a Python file)")
+    if body.command is not None:
+        command = list(body.command)
+    else:
+        assert body.script is not None  # exactly one of the two, checked above
+        script = Path(body.script)
+        if body.workdir:
+            script = Path(body.workdir) / script if not script.is_absolute() else script
+        if not script.is_file():
+            bad(f"script: no such file {str(script)!r} on the service's machine")
+        command = [sys.executable, str(script.resolve()), *body.args]
+    if body.workdir and not Path(body.workdir).is_dir():
+        bad(f"workdir: no such directory {body.workdir!r}")
+    if (body.due_date is None) == (body.deadline_s is None):
+        bad("give exactly one of 'due_date' (Unix time) or 'deadline_s' (seconds from now)")
+    due = body.due_date if body.due_date is not None else now + float(body.deadline_s or 0.0)
+    if body.weight is not None and body.priority is not None:
+        bad("give 'weight' or 'priority', not both")
+    weight = body.weight if body.weight is not None else config.priority_weights[
+        body.priority or 3]
+    if (body.profile is None) == (body.inline_profile is None):
+        bad("give exactly one of 'profile' (a name) or 'inline_profile' (rows)")
+    cluster = config.cluster
+    if body.profile is not None:
+        if body.profile not in config.profiles.table:
+            known = ", ".join(sorted(config.profiles.table)) or "none configured"
+            bad(f"profile: unknown profile {body.profile!r}; expected one of {known}")
+        configs = dict(config.profiles.configs(body.profile))
+        inline: list[dict] | None = None
+    else:
+        assert body.inline_profile is not None  # exactly one of the two, checked above
+        inline, configs = [], {}
+        for i, row in enumerate(body.inline_profile):
+            gpu_type = canonical_gpu(row.gpu_type) or row.gpu_type
+            if gpu_type not in cluster.gpu_types:
+                bad(f"inline_profile[{i}].gpu_type: unknown GPU type {row.gpu_type!r}; "
+                    f"expected one of {', '.join(sorted(cluster.gpu_types))}")
+            configs[(gpu_type, row.gpus)] = row.seconds_per_epoch
+            inline.append({"gpu_type": gpu_type, "gpus": row.gpus,
+                           "seconds_per_epoch": row.seconds_per_epoch})
+    if cluster.nodes and not feasible_configs(cluster, configs):
+        bad("no node of the cluster can run any configuration of this job's profile")
+    default_name = Path(command[-1] if body.script is None else body.script).name[:200]
+    return JobRow(name=body.name or default_name,
+                  command=command, workdir=body.workdir, epochs=body.epochs, submitted_at=now,
+                  due_date=due, weight=weight, profile_name=body.profile, inline_profile=inline,
+                  state="queued", epochs_done=0.0, cancel_requested=False, speed_factor=1.0,
+                  preemptible=body.preemptible, start_asap=body.start_asap,
+                  max_runtime_s=body.max_runtime_s, hard_deadline=body.hard_deadline)
+
+
+def run_out(r: RunRow) -> RunOut:
+    return RunOut(id=r.id, node=r.node, gpu_type=r.gpu_type, gpu_indices=r.gpu_indices,
+                  state=r.state, started_at=r.started_at, ended_at=r.ended_at,
+                  epochs_at_start=r.epochs_at_start, epochs_at_end=r.epochs_at_end,
+                  stop_reason=r.stop_reason, exit_code=r.exit_code)
+
+
+def job_out(s, job: JobRow, scheduler: Scheduler, measured: dict | None) -> JobOut:
+    runs = s.scalars(select(RunRow).where(RunRow.job_id == job.id).order_by(RunRow.id)).all()
+    live = next((r for r in runs if r.state in ("starting", "running")), None)
+    owner = s.get(User, job.owner_id)
+    return JobOut(id=job.id, name=job.name, owner=owner.name if owner else "?", state=job.state,
+                  command=job.command, epochs=job.epochs, epochs_done=job.epochs_done,
+                  submitted_at=job.submitted_at, due_date=job.due_date, weight=job.weight,
+                  profile=job.profile_name or ("inline" if job.inline_profile else None),
+                  first_started_at=job.first_started_at, completed_at=job.completed_at,
+                  message=job.message, running_on=run_out(live) if live else None,
+                  restarts=max(0, sum(1 for r in runs if r.handle or r.state != "ended") - 1),
+                  speed_factor=job.speed_factor, predicted=job.predicted,
+                  forecast=job.forecast, measured=measured,
+                  preemptible=job.preemptible, start_asap=job.start_asap,
+                  max_runtime_s=job.max_runtime_s, hard_deadline=job.hard_deadline,
+                  **why_waiting(job, scheduler))
+
+
+def why_waiting(job: JobRow, scheduler: Scheduler) -> dict:
+    """`reason` and `held_until` of a job that waits (from the latest decision)."""
+    if job.state not in ("queued", "paused"):
+        return {"reason": None, "held_until": None}
+    why = scheduler.plan.waiting.get(job.id)
+    if why is None:
+        if scheduler.last_error is not None:
+            return {"reason": "not planned: the scheduler's latest decision failed "
+                              f"({scheduler.last_error}; see the service log)",
+                    "held_until": None}
+        if job.id in scheduler.plan.assignments:
+            return {"reason": f"starting on {scheduler.plan.assignments[job.id]['node']}",
+                    "held_until": None}
+        return {"reason": "not planned yet", "held_until": None}
+    return {"reason": why["text"], "held_until": why["until"]}
+
+
+def logs_tail(scheduler: Scheduler, run_ids: list[int], job_id: str, tail_bytes: int) -> str:
+    """The last `tail_bytes` of a job's logs, every run's, oldest first, each under a header."""
+    parts, left = [], tail_bytes
+    for run_id in reversed(run_ids):  # newest first, reading only the tail of each file
+        if left <= 0:
+            break
+        path = scheduler.job_dir(job_id) / "logs" / f"run-{run_id}.log"
+        text = read_tail(path, left)
+        part = f"--- run {run_id} ---\n{text}"
+        parts.append(part)
+        left -= len(part)
+    return "".join(reversed(parts))[-tail_bytes:]
+
+
+def iso(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")
+
+
+def read_tail(path: Path, max_bytes: int) -> str:
+    """The last `max_bytes` bytes of a file as text, read from the end: a log of hundreds of
+    megabytes costs the service no more memory than the tail asked for."""
+    try:
+        with path.open("rb") as f:
+            size = f.seek(0, 2)
+            f.seek(max(0, size - max_bytes))
+            return f.read(max_bytes).decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""

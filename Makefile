@@ -6,6 +6,8 @@
 # make zoo   - the benchmark zoo: every policy on 14 scenario families (generated and real
 #              traces; needs ../shared/data); writes bench/zoo.md, bench/zoo.png, bench/zoo.runs.csv
 # make lint  - ruff on src, tests, bench and examples, mypy on src (make test runs it first)
+# make install-browser - Debian's chromium for the dashboard's browser tests (make test runs it)
+# make screenshots - the dashboard's pages in that browser at 1280x800, into docs/img
 # make bench-scale - the whole Philly trace with every fast policy in 300 s rounds (needs
 #              ../shared/data; about 20 minutes); writes bench/scale.md
 PYTHON ?= python3
@@ -13,7 +15,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint zoo bench bench-scale install clean
+.PHONY: demo test lint zoo bench bench-scale install install-browser screenshots clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +28,9 @@ $(STAMP): pyproject.toml requirements.lock
 
 install: $(STAMP)
 
+install-browser:
+	scripts/install-browser.sh
+
 demo: $(STAMP)
 	$(BIN)/andreas generate --nodes 10 --lambda 10000 --seed 1 --out demo-out/scenario
 	$(BIN)/andreas simulate demo-out/scenario --policy andreas --seed 1 --out demo-out/andreas
@@ -36,8 +41,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench examples
 	$(BIN)/mypy src/andreas
 
-test: $(STAMP) lint
+test: $(STAMP) install-browser lint
 	$(BIN)/python -m pytest
+
+screenshots: $(STAMP) install-browser
+	$(BIN)/python scripts/ui_screenshots.py --out docs/img
 
 zoo: $(STAMP)
 	$(BIN)/python bench/zoo/run.py --out bench/zoo.md \

@@ -115,6 +115,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
 
     # ------------------------------------------------------------------ auth
     limiter = FailureLimiter(config.auth_max_failures, config.auth_window_s)
+    app.state.limiter = limiter  # the dashboard's sign-in counts failures with the API's
 
     def check_rate(request: Request) -> str:
         """The client's address, refused with 429 while it has failed too often."""
@@ -345,6 +346,9 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
     def metrics(_: User = Depends(current_user)):
         return _metrics_text(store, scheduler)
 
+    from ..ui import install as install_dashboard
+
+    install_dashboard(app)
     return app
 
 

@@ -69,10 +69,15 @@ SECURITY_HEADERS = [
 ]
 # /docs loads Swagger UI's script and styles; every other answer is data, which may load nothing
 API_CSP = (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'")
+# the dashboard (/ui) loads its own script, styles and nothing else; forms post only to itself
+UI_CSP = (b"content-security-policy",
+          b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+          b"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 
 
 class SecurityHeaders:
-    """ASGI middleware: add `SECURITY_HEADERS` (and a strict CSP outside /docs) to responses."""
+    """ASGI middleware: add `SECURITY_HEADERS` and a strict CSP (outside /docs; the
+    dashboard's own under /ui) to responses."""
 
     def __init__(self, app) -> None:
         self.app = app
@@ -80,14 +85,16 @@ class SecurityHeaders:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        docs = scope.get("path", "").startswith(("/docs", "/redoc"))
+        path = scope.get("path", "")
+        docs = path.startswith(("/docs", "/redoc"))
+        csp = UI_CSP if path.startswith("/ui") else API_CSP
 
         async def with_headers(message):
             if message["type"] == "http.response.start":
                 present = {k.lower() for k, _ in message.get("headers", [])}
                 extra = [h for h in SECURITY_HEADERS if h[0] not in present]
-                if not docs and API_CSP[0] not in present:
-                    extra.append(API_CSP)
+                if not docs and csp[0] not in present:
+                    extra.append(csp)
                 message = {**message, "headers": [*message.get("headers", []), *extra]}
             await send(message)
 

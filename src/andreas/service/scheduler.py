@@ -97,6 +97,7 @@ class Scheduler:
         self.errors = 0  # scheduler ticks that failed
         self.last_error: str | None = None  # why the latest replan failed; None once one passes
         self.history: deque[dict] = deque(maxlen=100_000)  # predicted workload total by time
+        self.decision_log: deque[tuple[float, float]] = deque(maxlen=10_000)  # (when, seconds)
         self.foreseen: list[ForeseenDecision] = []  # the decisions the last forecast made
         self.kept = 0  # decisions taken from the forecast rather than made afresh
 
@@ -543,6 +544,7 @@ class Scheduler:
     def _record_plan(self, snapshot: Snapshot, plan, predicted, reasons, decision_s) -> None:
         info = PlanInfo(time=snapshot.time, reasons=list(reasons), decision_s=decision_s,
                         decisions=self.plan.decisions + 1)
+        self.decision_log.append((snapshot.time, decision_s))
         with self.store.session() as s:
             live = {r.job_id: r for r in s.scalars(
                 select(RunRow).where(RunRow.state.in_(("starting", "running"))))}
@@ -573,18 +575,23 @@ class Scheduler:
         self.history.append({"time": now, "predicted_total": total, "jobs": len(spent)})
 
     # ------------------------------------------------------------------ accounting
+    def segments(self, runs: list[RunRow], now: float) -> tuple[Cluster, list]:
+        """The cluster for accounting and the busy stretches (restart, then run) of `runs` up
+        to `now`: what the modelled energy and the power over time are computed from."""
+        cluster = self.cluster_for_accounting(runs)
+        return cluster, [seg for r in runs if (r.ended_at or now) > r.started_at
+                         for seg in run_segments(cluster, r.job_id, r.node, r.gpu_type,
+                                                 len(r.gpu_indices), r.started_at,
+                                                 r.ended_at if r.ended_at is not None else now,
+                                                 (r.epochs_at_end or 0.0) - r.epochs_at_start)]
+
     def measured(self) -> dict:
         """Costs so far from the runs' busy intervals (modelled energy) and completions."""
         now = self.clock()
         with self.store.session() as s:
             jobs = s.scalars(select(JobRow)).all()
             runs = s.scalars(select(RunRow)).all()
-        cluster = self.cluster_for_accounting(list(runs))
-        segments = [seg for r in runs if (r.ended_at or now) > r.started_at
-                    for seg in run_segments(cluster, r.job_id, r.node, r.gpu_type,
-                                            len(r.gpu_indices), r.started_at,
-                                            r.ended_at if r.ended_at is not None else now,
-                                            (r.epochs_at_end or 0.0) - r.epochs_at_start)]
+        cluster, segments = self.segments(list(runs), now)
         job_objs = [Job(j.id, j.submitted_at, j.due_date, j.weight, float(j.epochs), "x")
                     for j in jobs]
         costs = modelled_costs(cluster, job_objs, segments)

@@ -1,0 +1,197 @@
+"""What the dashboard's pages show, built from the store and the scheduler: no HTTP here.
+
+A user sees their own jobs; an admin sees all. Another user's run on the Gantt chart is a grey
+"busy" bar without its id, as on `/nodes`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlalchemy import select
+
+from ..experiments.figures import power_series
+from ..service.db import ACTIVE_STATES, FINAL_STATES, JobRow, RunRow, User
+from ..service.jobs import job_out, owned_job_ids
+from ..service.scheduler import Scheduler
+from ..service.schemas import JobOut
+from ..service.store import Store
+from .svg import Bar, gantt, job_colour, step_chart
+
+STATES = ACTIVE_STATES + FINAL_STATES
+PAST_S = 3600.0  # the Gantt chart shows the last hour of runs
+POWER_WINDOW_S = 6 * 3600.0  # and the cluster page the last six hours of power
+
+
+def visible_jobs(store: Store, scheduler: Scheduler, user: User, state: str | None = None,
+                 owner: str | None = None) -> list[JobOut]:
+    """The jobs `user` may see (filtered by state, and for an admin by owner), newest first."""
+    measured = scheduler.measured()["jobs"]
+    with store.session() as s:
+        query = select(JobRow).order_by(JobRow.submitted_at.desc(), JobRow.id)
+        if user.role != "admin":
+            query = query.where(JobRow.owner_id == user.id)
+        elif owner:
+            query = query.join(User, JobRow.owner_id == User.id).where(User.name == owner)
+        if state:
+            query = query.where(JobRow.state == state)
+        return [job_out(s, j, scheduler, measured.get(j.id)) for j in s.scalars(query)]
+
+
+def user_names(store: Store) -> list[str]:
+    with store.session() as s:
+        return list(s.scalars(select(User.name).order_by(User.name)))
+
+
+@dataclass
+class PlanView:
+    svg: str
+    held: list[dict] = field(default_factory=list)  # jobs held back on purpose, with until
+    late: list[str] = field(default_factory=list)  # jobs the forecast ends late
+    bars: int = 0
+
+
+def plan_view(store: Store, scheduler: Scheduler, user: User, now: float) -> PlanView:
+    """The Gantt chart: every node GPU a lane; the last hour's runs as they ran; from now on,
+    the latest forecast (running jobs to their predicted end, later starts where the
+    forecast's decisions put them); a "now" line; late jobs marked."""
+    nodes = scheduler.nodes()
+    lanes = [f"{n.name}/{i}" for n in nodes for i in n.gpu_indices]
+    info = scheduler.plan
+    with store.session() as s:
+        owned = owned_job_ids(s, user)
+        jobs = {j.id: j for j in s.scalars(select(JobRow))}
+        runs = list(s.scalars(select(RunRow).where(
+            (RunRow.ended_at.is_(None)) | (RunRow.ended_at > now - PAST_S))
+            .order_by(RunRow.id)))
+    shown = [j for j in sorted(jobs.values(), key=lambda j: (j.submitted_at, j.id))
+             if owned is None or j.id in owned]
+    colour = {j.id: job_colour(i) for i, j in enumerate(shown)}
+    names = [j.name for j in shown]
+    label = {j.id: j.name if names.count(j.name) == 1 else f"{j.name} ·{j.id[-4:]}"
+             for j in shown}
+
+    def mine(job_id: str) -> bool:
+        return owned is None or job_id in owned
+
+    bars: list[Bar] = []
+    taken: dict[str, list[tuple[float, float]]] = {lane: [] for lane in lanes}
+    for r in runs:
+        job = jobs[r.job_id]
+        end = r.ended_at if r.ended_at is not None else now
+        late = job.completed_at is not None and job.completed_at > job.due_date and \
+            r.ended_at is not None and abs(r.ended_at - job.completed_at) < 1e-6
+        for i in r.gpu_indices:
+            lane = f"{r.node}/{i}"
+            taken.setdefault(lane, []).append((r.started_at, end))
+            bars.append(_bar(lane, r.started_at, end, job, colour, label, mine(job.id), "run",
+                             late, r.id, f"run {r.id}, {r.stop_reason or r.state}"))
+    late_jobs = []
+    for job_id, f in info.forecast.items():
+        job = jobs.get(job_id)
+        if job is None or job.state in FINAL_STATES or f["completion"] <= now:
+            continue
+        late = f["completion"] > job.due_date + 1e-6
+        if late and mine(job_id):
+            late_jobs.append(job_id)
+        live = next((r for r in runs if r.job_id == job_id and r.ended_at is None), None)
+        if live is not None:
+            for i in live.gpu_indices:
+                lane = f"{live.node}/{i}"
+                taken.setdefault(lane, []).append((now, f["completion"]))
+                bars.append(_bar(lane, now, f["completion"], job, colour, label, mine(job_id),
+                                 "forecast", late, None, "forecast"))
+            continue
+        start = max(now, f["start"] or now)
+        where = _planned_node(scheduler, info, job_id, start)
+        if where is None:
+            continue
+        node, gpus = where
+        free = [lane for lane in lanes if lane.rsplit("/", 1)[0] == node and not any(
+            a < f["completion"] and start < b for a, b in taken.get(lane, []))]
+        for lane in free[:gpus]:
+            taken[lane].append((start, f["completion"]))
+            bars.append(_bar(lane, start, f["completion"], job, colour, label, mine(job_id),
+                             "forecast", late, None, "forecast"))
+    # the window: from the oldest run shown (at most an hour back) to the last forecast end
+    # (at most two days ahead), a little wider on both sides
+    t0 = max(min([b.start for b in bars] + [now - 60.0]), now - PAST_S)
+    t1 = min(max([b.end for b in bars] + [now + 60.0]), now + 48 * 3600.0)
+    pad = 0.03 * (t1 - t0)
+    t0, t1 = t0 - pad, t1 + pad
+    held = [{"job": job_id, "text": w["text"], "until": w["until"]}
+            for job_id, w in info.waiting.items() if w.get("until") and mine(job_id)]
+    return PlanView(gantt(lanes, bars, t0, t1, now), held, late_jobs, len(bars))
+
+
+def _bar(lane: str, start: float, end: float, job: JobRow, colour: dict, label: dict,
+         mine: bool, kind: str, late: bool, run_id: int | None, what: str) -> Bar:
+    if not mine:
+        return Bar(lane, start, end, "busy", "", "busy", False, "", run_id, "another user's job")
+    return Bar(lane, start, end, label.get(job.id, job.name), colour.get(job.id, job_colour(0)),
+               kind, late, job.id, run_id, f"{job.name} ({job.id}): {what}")
+
+
+def _planned_node(scheduler: Scheduler, info, job_id: str, start: float
+                  ) -> tuple[str, int] | None:
+    """Where the plan or the forecast's later decisions start `job_id` (node, GPUs)."""
+    a = info.assignments.get(job_id)
+    if a is not None:
+        return a["node"], a["gpus"]
+    for decision in scheduler.foreseen:
+        if decision.time >= start - 1.0 and job_id in decision.plan:
+            target = decision.plan[job_id]
+            return target.node, target.gpus
+    return None
+
+
+@dataclass
+class ClusterView:
+    nodes: list[dict]
+    by_type: list[dict]
+    power_now_w: float
+    power_svg: str
+    costs: dict
+    decisions_per_min: float
+    decision_s_mean: float
+    decision_s_last: float
+    decisions: int
+
+
+def cluster_view(store: Store, scheduler: Scheduler, user: User, now: float) -> ClusterView:
+    """Nodes and GPUs busy by type, power now and over the last hours (modelled from busy
+    GPUs, as the costs are), costs so far, and how often and how fast decisions are made."""
+    with store.session() as s:
+        owned = owned_job_ids(s, user)
+        runs = list(s.scalars(select(RunRow).where(
+            (RunRow.ended_at.is_(None)) | (RunRow.ended_at > now - POWER_WINDOW_S))))
+    live = [r for r in runs if r.ended_at is None]
+    nodes: list[dict] = []
+    by_type: dict[str, dict] = {}
+    for n in scheduler.nodes():
+        held = [r for r in live if r.node == n.name]
+        busy = sum(len(r.gpu_indices) for r in held)
+        jobs = sorted({r.job_id if owned is None or r.job_id in owned else "busy"
+                       for r in held})
+        nodes.append({"name": n.name, "gpu_type": n.gpu_type, "gpus": n.gpus, "busy": busy,
+                      "jobs": jobs})
+        t = by_type.setdefault(n.gpu_type, {"gpu_type": n.gpu_type, "gpus": 0, "busy": 0})
+        t["gpus"] += n.gpus
+        t["busy"] += busy
+    cluster, segments = scheduler.segments(runs, now)
+    series = power_series(segments, cluster)
+    times = [max(float(t), now - POWER_WINDOW_S) for t in series.times]
+    values = [float(v) for v in series.power_w]
+    if times and times[-1] < now:  # idle since the last run ended
+        times.append(now)
+        values.append(sum(cluster.gpu_types[n.gpu_type].idle_w for n in cluster.nodes))
+    power_now = values[-1] if values else 0.0
+    recent = [(t, d) for t, d in scheduler.decision_log if t > now - 600.0]
+    measured = scheduler.measured()
+    return ClusterView(
+        nodes, list(by_type.values()), power_now,
+        step_chart(times, values, unit="W", title="Cluster power, last 6 hours (modelled)"),
+        {"energy_cost": measured["energy_cost"], "energy_kwh": measured["energy_kwh"],
+         "tardiness_cost": measured["tardiness_cost"]},
+        len(recent) / 10.0, sum(d for _, d in recent) / len(recent) if recent else 0.0,
+        scheduler.plan.decision_s, scheduler.plan.decisions)

@@ -212,5 +212,9 @@ def test_pages_load_only_their_own_files(browser, service):
         csp = response.headers["content-security-policy"]
         assert "script-src 'self'" in csp and "default-src 'none'" in csp
         assert page.locator("h1").count() == 1
+    # the API's docs too: Swagger UI renders from the service's own files (no CDN)
+    page.goto(f"{service.url}/docs")
+    page.wait_for_selector(".swagger-ui .info .title", timeout=30000)
+    assert "ANDREAS" in page.inner_text(".swagger-ui .info .title")
     assert all(u.startswith(service.url) or u.startswith("data:") for u in requests), requests
     page.close()

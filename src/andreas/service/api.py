@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Annotated
 
 from fastapi import Body, Depends, FastAPI, Header, HTTPException, Query, Request, Response
@@ -83,7 +84,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
         executor.close()
 
     app = FastAPI(title="ANDREAS", version=_version(), lifespan=lifespan,
-                  responses=ERROR_RESPONSES,
+                  responses=ERROR_RESPONSES, docs_url=None, redoc_url=None,
                   description="Energy- and deadline-aware scheduling of deep-learning jobs. "
                               "Submit jobs, watch the plan and the costs.")
     app.state.scheduler, app.state.store, app.state.config = scheduler, store, config
@@ -349,7 +350,26 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
     from ..ui import install as install_dashboard
 
     install_dashboard(app)
+    _install_docs(app)
     return app
+
+
+def _install_docs(app: FastAPI) -> None:
+    """Swagger UI at /docs from files a dependency installs (swagger-ui-py's copy of Swagger
+    UI 5, which reads OpenAPI 3.1), not from a CDN: the docs work without internet access."""
+    import swagger_ui
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from fastapi.staticfiles import StaticFiles
+
+    files = Path(swagger_ui.__file__).parent / "static"
+    app.mount("/docs/static", StaticFiles(directory=str(files)), name="docs-static")
+
+    @app.get("/docs", include_in_schema=False)
+    def docs():
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="ANDREAS API",
+                                   swagger_js_url="/docs/static/swagger-ui-bundle.js",
+                                   swagger_css_url="/docs/static/swagger-ui.css",
+                                   swagger_favicon_url="data:,")
 
 
 def _token_out(token: Token, user: User) -> TokenOut:

@@ -67,8 +67,12 @@ SECURITY_HEADERS = [
     (b"referrer-policy", b"no-referrer"),
     (b"cache-control", b"no-store"),  # job data and tokens are never cached by a proxy
 ]
-# /docs loads Swagger UI's script and styles; every other answer is data, which may load nothing
+# every answer of the API is data, which may load nothing
 API_CSP = (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'")
+# /docs: Swagger UI's own files (served here) and the inline script that starts it
+DOCS_CSP = (b"content-security-policy",
+            b"default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' "
+            b"'unsafe-inline'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'")
 # the dashboard (/ui) loads its own script, styles and nothing else; forms post only to itself
 UI_CSP = (b"content-security-policy",
           b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -76,8 +80,8 @@ UI_CSP = (b"content-security-policy",
 
 
 class SecurityHeaders:
-    """ASGI middleware: add `SECURITY_HEADERS` and a strict CSP (outside /docs; the
-    dashboard's own under /ui) to responses."""
+    """ASGI middleware: add `SECURITY_HEADERS` and a Content-Security-Policy (the API's
+    strictest; the dashboard's and the docs' own) to responses."""
 
     def __init__(self, app) -> None:
         self.app = app
@@ -86,14 +90,14 @@ class SecurityHeaders:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         path = scope.get("path", "")
-        docs = path.startswith(("/docs", "/redoc"))
-        csp = UI_CSP if path.startswith("/ui") else API_CSP
+        csp = UI_CSP if path.startswith("/ui") else DOCS_CSP if path.startswith("/docs") \
+            else API_CSP
 
         async def with_headers(message):
             if message["type"] == "http.response.start":
                 present = {k.lower() for k, _ in message.get("headers", [])}
                 extra = [h for h in SECURITY_HEADERS if h[0] not in present]
-                if not docs and csp[0] not in present:
+                if csp[0] not in present:
                     extra.append(csp)
                 message = {**message, "headers": [*message.get("headers", []), *extra]}
             await send(message)

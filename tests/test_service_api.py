@@ -114,9 +114,17 @@ def test_jobs_run_to_completion_with_plan_nodes_logs_and_metrics(tmp_path, datab
             assert sorted(epoch_lines(client.get(f"/jobs/{job_id}/logs",
                                                  headers=ADMIN).text)) == list(range(1, 9))
         text = client.get("/metrics", headers=ADMIN).text
-        assert 'andreas_jobs{state="completed"} 3' in text
-        energy = float(next(line.split()[1] for line in text.splitlines()
-                            if line.startswith("andreas_energy_cost_eur_total")))
+        from prometheus_client.parser import text_string_to_metric_families
+
+        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                   for family in text_string_to_metric_families(text) for s in family.samples}
+        assert samples[("andreas_jobs", (("state", "completed"),))] == 3
+        assert samples[("andreas_gpus", (("gpu_type", "fast"),))] == 2
+        assert samples[("andreas_gpus_busy", (("gpu_type", "slow"),))] == 0
+        decisions = samples[("andreas_decisions_total", ())]
+        assert decisions >= 1 and samples[("andreas_decision_seconds_count", ())] == decisions
+        assert not any(j in text for j in ids)  # no series per job
+        energy = samples[("andreas_energy_cost_eur_total", ())]
         per_job = sum(client.get(f"/jobs/{j}", headers=ADMIN).json()["measured"]["energy_cost"]
                       for j in ids)
         assert energy == pytest.approx(per_job, rel=1e-9)

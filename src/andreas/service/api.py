@@ -17,13 +17,13 @@ from fastapi import Body, Depends, FastAPI, Header, HTTPException, Query, Reques
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from ..errors import AndreasError
 from ..executors import NodeInfo, make_executor
 from .config import ServiceConfig
-from .db import ACTIVE_STATES, FINAL_STATES, JobRow, RunRow, Token, User
+from .db import JobRow, RunRow, Token, User
 from .jobs import (
     Refused,
     accept,
@@ -36,6 +36,7 @@ from .jobs import (
     visible_job,
 )
 from .limits import BodyLimit, SecurityHeaders
+from .metrics import metrics_text
 from .ratelimit import FailureLimiter
 from .scheduler import Scheduler
 from .schemas import (
@@ -345,7 +346,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
 
     @app.get("/metrics", tags=["service"], response_class=PlainTextResponse)
     def metrics(_: User = Depends(current_user)):
-        return _metrics_text(store, scheduler)
+        return metrics_text(store, scheduler)
 
     from ..ui import install as install_dashboard
 
@@ -382,42 +383,5 @@ def _version() -> str:
     from .. import __version__
 
     return __version__
-
-
-def _metrics_text(store: Store, scheduler: Scheduler) -> str:
-    """Prometheus text exposition: job counts, GPUs busy, costs, decisions."""
-    lines = []
-
-    def metric(name: str, kind: str, help_text: str, samples: list[tuple[str, float]]):
-        lines.append(f"# HELP {name} {help_text}")
-        lines.append(f"# TYPE {name} {kind}")
-        for labels, value in samples:
-            lines.append(f"{name}{labels} {value:.10g}")
-
-    with store.session() as s:
-        counts = dict(s.execute(select(JobRow.state, func.count()).group_by(JobRow.state)).all())
-        busy: dict[str, int] = {}
-        for run in s.scalars(select(RunRow).where(RunRow.state.in_(("starting", "running")))):
-            busy[run.node] = busy.get(run.node, 0) + len(run.gpu_indices)
-    states = ACTIVE_STATES + FINAL_STATES
-    metric("andreas_jobs", "gauge", "Jobs by state.",
-           [(f'{{state="{st}"}}', counts.get(st, 0)) for st in states])
-    metric("andreas_gpus_busy", "gauge", "GPUs held by running jobs, per node.",
-           [(f'{{node="{n.name}",gpu_type="{n.gpu_type}"}}', busy.get(n.name, 0))
-            for n in scheduler.nodes()])
-    measured = scheduler.measured()
-    metric("andreas_energy_kwh_total", "counter", "Energy drawn by jobs so far (modelled from "
-           "busy time and the power table).", [("", measured["energy_kwh"])])
-    metric("andreas_energy_cost_eur_total", "counter", "Energy cost so far.",
-           [("", measured["energy_cost"])])
-    metric("andreas_tardiness_cost_eur_total", "counter", "Tardiness cost of completed jobs.",
-           [("", measured["tardiness_cost"])])
-    metric("andreas_decisions_total", "counter", "Rescheduling decisions made.",
-           [("", scheduler.plan.decisions)])
-    metric("andreas_decision_seconds", "gauge", "Time the last decision took.",
-           [("", scheduler.plan.decision_s)])
-    metric("andreas_predicted_cost_eur", "gauge", "Cost still to come under the latest plan.",
-           [("", sum(f["total_cost"] for f in scheduler.plan.forecast.values()))])
-    return "\n".join(lines) + "\n"
 
 

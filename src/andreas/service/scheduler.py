@@ -36,6 +36,7 @@ from .config import ServiceConfig
 from .db import ACTIVE_STATES, JobRow, ProgressRow, RunRow
 from .energy import modelled_costs, run_segments
 from .learning import speed_factor
+from .metrics import decision_histogram
 from .store import Store, hash_token, must_get, new_token
 
 log = logging.getLogger("andreas.service")
@@ -98,6 +99,7 @@ class Scheduler:
         self.last_error: str | None = None  # why the latest replan failed; None once one passes
         self.history: deque[dict] = deque(maxlen=100_000)  # predicted workload total by time
         self.decision_log: deque[tuple[float, float]] = deque(maxlen=10_000)  # (when, seconds)
+        self.decision_seconds = decision_histogram()  # for /metrics
         self.foreseen: list[ForeseenDecision] = []  # the decisions the last forecast made
         self.kept = 0  # decisions taken from the forecast rather than made afresh
 
@@ -545,6 +547,7 @@ class Scheduler:
         info = PlanInfo(time=snapshot.time, reasons=list(reasons), decision_s=decision_s,
                         decisions=self.plan.decisions + 1)
         self.decision_log.append((snapshot.time, decision_s))
+        self.decision_seconds.observe(decision_s)
         with self.store.session() as s:
             live = {r.job_id: r for r in s.scalars(
                 select(RunRow).where(RunRow.state.in_(("starting", "running"))))}

@@ -312,6 +312,13 @@ class Client:
     def nodes(self) -> list[dict[str, Any]]:
         return self._json("GET", "/nodes")
 
+    def drain(self, node: str) -> dict[str, Any]:
+        """Drain a node (admin): its jobs finish or move, nothing new starts there."""
+        return self._json("POST", f"/nodes/{node}/drain")
+
+    def undrain(self, node: str) -> dict[str, Any]:
+        return self._json("POST", f"/nodes/{node}/undrain")
+
     def whoami(self) -> dict[str, str]:
         return self._json("GET", "/whoami")
 

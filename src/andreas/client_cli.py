@@ -109,7 +109,7 @@ def register(app: typer.Typer) -> None:
                                   "ignore_unknown_options": True})(submit_cmd)
     for name, fn in (("jobs", jobs_cmd), ("show", show_cmd), ("cancel", cancel_cmd),
                      ("logs", logs_cmd), ("plan", plan_cmd), ("nodes", nodes_cmd),
-                     ("whoami", whoami_cmd)):
+                     ("drain", drain_cmd), ("undrain", undrain_cmd), ("whoami", whoami_cmd)):
         app.command(name, rich_help_panel=panel)(fn)
     tokens = typer.Typer(no_args_is_help=True, help="List, create and revoke API tokens.")
     tokens.command("list")(tokens_list_cmd)
@@ -335,13 +335,33 @@ def nodes_cmd(url: Optional[str] = URL, token: Optional[str] = TOKEN,
         _print_json(nodes)
         return
     t = Table(box=None, header_style="bold")
-    for name in ("NODE", "GPU TYPE", "GPUS", "FREE", "HELD BY"):
+    for name in ("NODE", "GPU TYPE", "GPUS", "FREE", "STATE", "HELD BY"):
         t.add_column(name, overflow="fold")
     for n in nodes:
         holders = sorted(set(n["busy"].values()))
         t.add_row(n["name"], n["gpu_type"], str(n["gpus"]), str(n["gpus"] - len(n["busy"])),
-                  ", ".join(holders) or "-")
+                  "drained" if n.get("drained") else "up", ", ".join(holders) or "-")
     console.print(t)
+
+
+@user_errors
+def drain_cmd(nodes: list[str] = typer.Argument(..., help="Node names."),
+              url: Optional[str] = URL, token: Optional[str] = TOKEN) -> None:
+    """Drain nodes (admin): their jobs finish or move, nothing new starts there."""
+    with _client(url, token) as client:
+        for node in nodes:
+            client.drain(node)
+            console.print(f"{node}: drained", highlight=False)
+
+
+@user_errors
+def undrain_cmd(nodes: list[str] = typer.Argument(..., help="Node names."),
+                url: Optional[str] = URL, token: Optional[str] = TOKEN) -> None:
+    """Put drained nodes back in service (admin)."""
+    with _client(url, token) as client:
+        for node in nodes:
+            client.undrain(node)
+            console.print(f"{node}: up", highlight=False)
 
 
 @user_errors

@@ -21,17 +21,21 @@ REASON_KINDS = {
     "no_capacity": "no capacity: no free GPUs in a configuration it can use",
     "paused_for": "paused for job {job}",
     "consolidated": "waiting: the queue runs on fewer powered nodes and still ends in time",
+    # set by the live service, not by a policy
+    "over_quota": "over quota: {detail}",
+    "node_drained": "node {node} is drained: nothing new starts there",
 }
 
 
 @dataclass(frozen=True)
 class Reason:
-    """Why a job waits: one of `REASON_KINDS`, with the time, node or job it names."""
+    """Why a job waits: one of `REASON_KINDS`, with the time, node, job or detail it names."""
 
     kind: str
     until: float | None = None
     node: str | None = None
     job: str | None = None
+    detail: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in REASON_KINDS:
@@ -40,12 +44,13 @@ class Reason:
 
     def text(self) -> str:
         until = "-" if self.until is None else f"t={self.until:.0f}s"
-        return REASON_KINDS[self.kind].format(until=until, node=self.node, job=self.job)
+        return REASON_KINDS[self.kind].format(until=until, node=self.node, job=self.job,
+                                              detail=self.detail)
 
     def sentence(self) -> str:
         """The reason without its time (which a driver shows on its own clock)."""
         return REASON_KINDS[self.kind].split(" until {until}")[0].format(
-            node=self.node, job=self.job)
+            node=self.node, job=self.job, detail=self.detail)
 
 
 class Decision(Mapping[str, Assignment]):

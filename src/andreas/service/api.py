@@ -325,9 +325,28 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
                 shown = run.job_id if owned is None or run.job_id in owned else "busy"
                 for i in run.gpu_indices:
                     busy.setdefault(run.node, {})[str(i)] = shown
+        drained = store.drained_nodes()
         return [NodeOut(name=n.name, gpu_type=n.gpu_type, gpus=n.gpus,
-                        gpu_indices=list(n.gpu_indices), busy=busy.get(n.name, {}))
+                        gpu_indices=list(n.gpu_indices), busy=busy.get(n.name, {}),
+                        drained=n.name in drained)
                 for n in scheduler.nodes()]
+
+    def set_drained(name: str, drained: bool, user: User) -> NodeOut:
+        if name not in {n.name for n in scheduler.nodes()}:
+            raise HTTPException(404, f"no node {name!r}")
+        store.set_drained(name, drained, user.name)
+        scheduler.wake("drain" if drained else "undrain")
+        return next(n for n in nodes(user) if n.name == name)
+
+    @app.post("/nodes/{name}/drain", tags=["cluster"], response_model=NodeOut)
+    def drain(name: str, user: User = Depends(admin)):
+        """Let the node's jobs finish (or move, if the plan moves them) and start nothing new
+        there, until undrained (kept across restarts)."""
+        return set_drained(name, True, user)
+
+    @app.post("/nodes/{name}/undrain", tags=["cluster"], response_model=NodeOut)
+    def undrain(name: str, user: User = Depends(admin)):
+        return set_drained(name, False, user)
 
     @app.get("/plan", tags=["cluster"])
     def plan(user: User = Depends(current_user)):

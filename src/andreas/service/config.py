@@ -30,6 +30,7 @@ from ..io import Fields, load_located_yaml, read_cluster, read_profiles
 from ..model import Cluster, Profiles
 from ..policies import POLICIES
 from ..policies.options import check_options
+from .quotas import Limits, Quotas
 
 DEFAULT_PRIORITY_WEIGHTS = {1: 0.0001, 2: 0.0002, 3: 0.0005, 4: 0.001, 5: 0.002}
 """Tardiness weight (EUR per second late) for priorities 1 (lowest) to 5 (highest)."""
@@ -58,6 +59,7 @@ class ServiceConfig:
         DEFAULT_PRIORITY_WEIGHTS))
     learn: bool = True
     replan_deviation: float = 0.1
+    quotas: Quotas = field(default_factory=Quotas)  # per-user limits (quotas.py)
 
     def with_database(self, url: str | None) -> "ServiceConfig":
         if not url:
@@ -173,7 +175,48 @@ def read_service_config(path: str | Path) -> ServiceConfig:
         auth_window_s=doc.number("auth_window_s", default=60.0, positive=True),
         public_url=(doc.get("public_url") and text("public_url", "").rstrip("/")) or None,
         priority_weights=weights, learn=learn_item.value if learn_item else True,
-        replan_deviation=doc.number("replan_deviation", default=0.1, positive=True))
+        replan_deviation=doc.number("replan_deviation", default=0.1, positive=True),
+        quotas=_quotas(doc))
+
+
+def _quotas(doc) -> Quotas:
+    """`quotas: {default: {max_gpus: N, max_queued: M}, users: {NAME: {...}}}`."""
+    item = doc.get("quotas")
+    if item is None or item.value is None:
+        return Quotas()
+    if not isinstance(item.value, dict):
+        raise doc.error("quotas", "expected a mapping with default and users", item.line)
+    for key, located in item.value.items():
+        if key not in ("default", "users"):
+            raise doc.error(f"quotas.{key}", "unknown key; expected default and users",
+                            located.line)
+    users_item = item.value.get("users")
+    users = {}
+    if users_item is not None and users_item.value is not None:
+        if not isinstance(users_item.value, dict):
+            raise doc.error("quotas.users", "expected a mapping user -> limits",
+                            users_item.line)
+        users = {str(name): _limits(doc, f"quotas.users.{name}", located)
+                 for name, located in users_item.value.items()}
+    return Quotas(_limits(doc, "quotas.default", item.value.get("default")), users)
+
+
+def _limits(doc, where: str, item) -> Limits:
+    if item is None or item.value is None:
+        return Limits()
+    if not isinstance(item.value, dict):
+        raise doc.error(where, "expected a mapping with max_gpus and max_queued", item.line)
+    values: dict[str, int] = {}
+    for key, located in item.value.items():
+        if key not in ("max_gpus", "max_queued"):
+            raise doc.error(f"{where}.{key}", "unknown key; expected max_gpus and max_queued",
+                            located.line)
+        v = located.value
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise doc.error(f"{where}.{key}", f"expected a whole number >= 0, got {v!r}",
+                            located.line)
+        values[key] = v
+    return Limits(**values)
 
 
 __all__ = ["ServiceConfig", "read_service_config", "ScenarioError"]

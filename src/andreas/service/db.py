@@ -109,5 +109,14 @@ class ProgressRow(Base):
     epochs_done: Mapped[float] = mapped_column(Float)
 
 
+class DrainedNode(Base):
+    """A node an admin drained: its jobs finish or move, nothing new starts there."""
+
+    __tablename__ = "drained_nodes"
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    since: Mapped[float] = mapped_column(Float)
+    by_user: Mapped[str] = mapped_column(String(100))
+
+
 ACTIVE_STATES = ("queued", "running", "paused")
 FINAL_STATES = ("completed", "failed", "cancelled", "timeout")

@@ -10,7 +10,7 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from ..catalogue import canonical_gpu
 from ..io import feasible_configs
@@ -60,6 +60,7 @@ def accept(store: Store, scheduler: Scheduler, rows: list[JobRow], user: User) -
     """Store validated submissions in one transaction, wake the scheduler, show them.
     A job with a hard deadline that the forecast ends late is refused (409), and with it
     the whole submission."""
+    refuse_over_queue(store, scheduler.config.quotas.of(user.name).max_queued, len(rows), user)
     for i, row in enumerate(rows):
         row.id = "job-" + uuid.uuid4().hex[:12]
         row.owner_id = user.id
@@ -71,6 +72,20 @@ def accept(store: Store, scheduler: Scheduler, rows: list[JobRow], user: User) -
     with store.session() as s:
         return [job_out(s, must_get(s, JobRow, r.id), scheduler, measured=None)
                 for r in rows]
+
+def refuse_over_queue(store: Store, limit: int | None, adding: int, user: User) -> None:
+    """409 when `adding` more jobs would give `user` more than `limit` waiting (queued or
+    paused) jobs (quotas.max_queued in service.yaml)."""
+    if limit is None:
+        return
+    with store.session() as s:
+        waiting = s.scalar(select(func.count()).select_from(JobRow).where(
+            JobRow.owner_id == user.id, JobRow.state.in_(("queued", "paused")))) or 0
+    if waiting + adding > limit:
+        raise Refused(409, f"over quota: {user.name} has {waiting} waiting job(s) and may have "
+                           f"at most {limit} (quotas in service.yaml); this submission adds "
+                           f"{adding}")
+
 
 def refuse_if_late(scheduler: Scheduler, row: JobRow, prefix: str) -> None:
     """409 when the forecast, with the queue as it is, ends `row` after its due date."""

@@ -33,10 +33,11 @@ from ..policies.base import Assignment, JobView, Snapshot, check_plan, revisit_a
 from ..policies.decision import Decision, Reason
 from ..sim.forecast import ForeseenDecision, JobForecast, forecast
 from .config import ServiceConfig
-from .db import ACTIVE_STATES, JobRow, ProgressRow, RunRow
+from .db import ACTIVE_STATES, DrainedNode, JobRow, ProgressRow, RunRow, User
 from .energy import modelled_costs, run_segments
 from .learning import speed_factor
 from .metrics import decision_histogram
+from .quotas import within_limits
 from .store import Store, hash_token, must_get, new_token
 
 log = logging.getLogger("andreas.service")
@@ -100,6 +101,8 @@ class Scheduler:
         self.history: deque[dict] = deque(maxlen=100_000)  # predicted workload total by time
         self.decision_log: deque[tuple[float, float]] = deque(maxlen=10_000)  # (when, seconds)
         self.decision_seconds = decision_histogram()  # for /metrics
+        self.drained: set[str] = set()  # nodes an admin drained (read at every snapshot)
+        self.owners: dict[str, str] = {}  # job id -> user name, of the active jobs
         self.foreseen: list[ForeseenDecision] = []  # the decisions the last forecast made
         self.kept = 0  # decisions taken from the forecast rather than made afresh
 
@@ -365,9 +368,22 @@ class Scheduler:
                                          float(job.epochs), key, preemptible=job.preemptible,
                                          start_asap=job.start_asap), remaining, assignment,
                                      job.first_started_at is not None))
+            self.drained = set(s.scalars(select(DrainedNode.name)))
+            self.owners = dict(s.execute(select(JobRow.id, User.name).join(
+                User, JobRow.owner_id == User.id).where(JobRow.state.in_(ACTIVE_STATES))).all())
         if held:
             cluster = replace(cluster, nodes=tuple(
                 Node(n.name, n.gpu_type, n.gpus - held.get(n.name, 0)) for n in cluster.nodes))
+        if self.drained:  # a drained node offers only the GPUs its running jobs hold
+            running_there: dict[str, int] = {}
+            for v in views:
+                if v.assignment is not None:
+                    running_there[v.assignment.node] = running_there.get(
+                        v.assignment.node, 0) + v.assignment.gpus
+            cluster = replace(cluster, nodes=tuple(
+                Node(n.name, n.gpu_type, min(n.gpus, running_there.get(n.name, 0)))
+                if n.name in self.drained else n for n in cluster.nodes
+                if n.name not in self.drained or running_there.get(n.name, 0) > 0))
         return Snapshot(now, cluster, Profiles(table), tuple(views)), running
 
     FORESEEABLE = {"completion", "run-ended", "retry", "revisit"}
@@ -381,7 +397,16 @@ class Scheduler:
             plan = pinning.decide(self.policy, snapshot) if snapshot.jobs else {}
         wake = revisit_at(plan)
         why = dict(getattr(plan, "reasons", {}))  # per waiting job (Decision.reasons)
-        plan = dict(plan)
+        plan, refused = self._within_limits(snapshot, dict(plan))
+        if refused and source == "policy":
+            # decide again without the jobs that may not start now: their GPUs go to others
+            rest = replace(snapshot, jobs=tuple(v for v in snapshot.jobs
+                                                if v.job_id not in refused))
+            again = pinning.decide(self.policy, rest) if rest.jobs else {}
+            wake, why = revisit_at(again), dict(getattr(again, "reasons", {}))
+            plan, more = self._within_limits(rest, dict(again))
+            refused.update(more)
+        why.update(refused)
         check_plan(snapshot, plan, self.policy.name)
         keep = {job_id: Assignment(run.node, len(run.gpu_indices))
                 for job_id, run in running.items()}
@@ -416,6 +441,14 @@ class Scheduler:
         predicted = forecast(snapshot, timed, self.forecast_policy(len(snapshot.jobs)),
                              start_pays_overhead=True, decisions=foreseen)
         return predicted, foreseen
+
+    def _within_limits(self, snapshot: Snapshot, plan: dict) -> tuple[dict, dict[str, Reason]]:
+        """`plan` less the starts that quotas and drained nodes forbid (quotas.py)."""
+        if not self.drained and not (self.config.quotas.default.max_gpus is not None
+                                     or any(q.max_gpus is not None
+                                            for q in self.config.quotas.users.values())):
+            return plan, {}
+        return within_limits(snapshot, plan, self.owners, self.config.quotas, self.drained)
 
     def what_if(self, job: JobRow) -> JobForecast:
         """The forecast of a job not yet submitted, planned with the current queue (for

@@ -181,3 +181,5 @@ class NodeOut(BaseModel):
     gpus: int
     gpu_indices: list[int]
     busy: dict[str, str] = Field(description="GPU index -> job id")
+    drained: bool = Field(False, description="an admin drained it: its jobs finish or move, "
+                                             "nothing new starts there")

@@ -21,7 +21,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..errors import AndreasError
-from .db import Token, User
+from .db import DrainedNode, Token, User
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 ROLES = ("admin", "user")
@@ -148,6 +148,20 @@ class Store:
                 return None
             row.revoked = True
             return row, must_get(s, User, row.user_id)
+
+    # ------------------------------------------------------------------ drained nodes
+    def drained_nodes(self) -> dict[str, tuple[float, str]]:
+        """Drained node -> (since when, by whom)."""
+        with self.session() as s:
+            return {d.name: (d.since, d.by_user) for d in s.scalars(select(DrainedNode))}
+
+    def set_drained(self, node: str, drained: bool, by: str) -> None:
+        with self.session() as s:
+            row = s.get(DrainedNode, node)
+            if drained and row is None:
+                s.add(DrainedNode(name=node, since=time.time(), by_user=by))
+            elif not drained and row is not None:
+                s.delete(row)
 
     def close(self) -> None:
         self.engine.dispose()

@@ -1,0 +1,72 @@
+"""Per-user limits of the live service (`quotas` in service.yaml) and drained nodes.
+
+`max_gpus`: GPUs a user's jobs may hold at once; a job the plan would start past it waits,
+with the reason `over_quota`. `max_queued`: jobs a user may have waiting (queued or paused);
+a submission past it is refused. A drained node finishes (or loses, when the plan moves them)
+the jobs it runs and starts nothing new (`node_drained`). These are the service's rules, about
+users and operators, so they are applied to the policy's decision here, not inside policies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ..policies.base import Assignment, Snapshot, stops_job
+from ..policies.decision import Reason
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_gpus: int | None = None  # None: no limit
+    max_queued: int | None = None
+
+
+@dataclass(frozen=True)
+class Quotas:
+    default: Limits = Limits()
+    users: Mapping[str, Limits] = field(default_factory=dict)
+
+    def of(self, user: str) -> Limits:
+        """A user's limits: their own entry's, else the default's, field by field."""
+        own = self.users.get(user, Limits())
+        return Limits(own.max_gpus if own.max_gpus is not None else self.default.max_gpus,
+                      own.max_queued if own.max_queued is not None else self.default.max_queued)
+
+
+def within_limits(snapshot: Snapshot, plan: Mapping[str, Assignment], owners: Mapping[str, str],
+                  quotas: Quotas, drained: set[str]) -> tuple[dict[str, Assignment],
+                                                              dict[str, Reason]]:
+    """`plan` less what the service forbids, and why each dropped job waits: a start on a
+    drained node (a job keeps running where it runs), and the GPUs past a user's max_gpus
+    (their jobs that run now keep their GPUs first, then the most urgent: highest weight,
+    then earliest due date)."""
+    views = {v.job_id: v for v in snapshot.jobs}
+    out: dict[str, Assignment] = {}
+    why: dict[str, Reason] = {}
+    for job_id, a in plan.items():
+        view = views.get(job_id)
+        stays = view is not None and view.assignment is not None and \
+            not stops_job(view.assignment, a)
+        if a.node in drained and not stays:
+            why[job_id] = Reason("node_drained", node=a.node)
+        else:
+            out[job_id] = a
+    held: dict[str, int] = {}
+
+    def urgency(job_id: str) -> tuple:
+        v = views[job_id]
+        stays = v.assignment is not None and not stops_job(v.assignment, out[job_id])
+        return (not stays, -v.job.tardiness_weight, v.job.due_date, job_id)
+
+    for job_id in sorted((j for j in out if j in views), key=urgency):
+        user = owners.get(job_id, "")
+        limit = quotas.of(user).max_gpus
+        gpus = out[job_id].gpus
+        if limit is not None and held.get(user, 0) + gpus > limit:
+            why[job_id] = Reason("over_quota", detail=f"{user}'s jobs may hold at most {limit} "
+                                 f"GPUs at once and hold {held.get(user, 0)}")
+            del out[job_id]
+            continue
+        held[user] = held.get(user, 0) + gpus
+    return out, why

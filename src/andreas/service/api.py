@@ -14,11 +14,15 @@ from pathlib import Path
 from typing import Annotated
 
 from fastapi import Body, Depends, FastAPI, Header, HTTPException, Query, Request, Response
+from fastapi import Path as FastAPIPath
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from ..errors import AndreasError
 from ..executors import NodeInfo, make_executor
@@ -54,6 +58,7 @@ from .schemas import (
 from .store import Store, hash_token, must_get
 
 log = logging.getLogger("andreas.service")
+MAX_ID = 2**31 - 1  # integer ids fit both engines' INTEGER (a larger one was a 500 on SQLite)
 bearer = HTTPBearer(auto_error=False, description="an API token (`andreas tokens create`; the "
                                                    "first admin's: ANDREAS_ADMIN_TOKEN)")
 
@@ -91,6 +96,19 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
     app.state.scheduler, app.state.store, app.state.config = scheduler, store, config
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     app.add_middleware(SecurityHeaders)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException):
+        """FastAPI's answer, except that a 405's Allow lists every method of the path: the
+        router names only the first route it matched (GET /tokens and POST /tokens are two)."""
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            routes = [r for r in app.router.routes if isinstance(r, APIRoute)
+                      and r.matches(request.scope)[0] != Match.NONE]
+            exact = [r for r in routes if r.path == request.url.path]  # /jobs/batch over
+            methods = {m for r in exact or routes for m in r.methods or ()}  # /jobs/{job_id}
+            headers["Allow"] = ", ".join(sorted(methods))
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
 
     @app.exception_handler(Refused)
     async def _refused(request: Request, exc: Refused):
@@ -183,7 +201,8 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
                 store.tokens(None if user.role == "admin" else user.id)]
 
     @app.post("/tokens/{token_id}/revoke", tags=["tokens"], response_model=TokenOut)
-    def revoke_token(token_id: int, user: User = Depends(current_user)):
+    def revoke_token(token_id: Annotated[int, FastAPIPath(ge=1, le=MAX_ID)],
+                     user: User = Depends(current_user)):
         """Revoke a token (an admin: any; a user: their own); refused from the next request."""
         revoked = store.revoke_token(token_id, None if user.role == "admin" else user.id)
         if revoked is None:

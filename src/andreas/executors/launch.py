@@ -8,7 +8,9 @@ It exists so that the service can die (even by `kill -9`) without losing track o
   status to ``exit.json`` after it, so a restarted service learns what happened while it was
   down;
 - it starts the command in its own process group (the wrapper is the group's leader) and turns
-  SIGTERM into "stop requested": the job gets the same SIGTERM and the wrapper waits for it.
+  SIGTERM into "stop requested": the job gets the same SIGTERM and the wrapper waits for it;
+- the command dies with the wrapper (Linux: PR_SET_PDEATHSIG), so a killed wrapper leaves no
+  orphan that would run on beside the copy the service starts next.
 """
 
 from __future__ import annotations
@@ -30,6 +32,22 @@ def write_json(path: Path, data: dict) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data))
     os.replace(tmp, path)
+
+
+def _dies_with(parent: int):
+    """In the child, before the command: on Linux, be killed when the wrapper dies (even by
+    SIGKILL), so that no job runs on unsupervised, its lock released, while the service starts
+    another copy. Elsewhere the executor kills the wrapper's process group instead."""
+    def arrange() -> None:
+        try:
+            import ctypes
+
+            ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            return
+        if os.getppid() != parent:  # the wrapper died before we asked
+            os._exit(1)
+    return arrange
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.log, "ab", buffering=0) as log:
         try:
             child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
+                                     stdin=subprocess.DEVNULL,
+                                     preexec_fn=_dies_with(os.getpid()))
         except OSError as exc:
             log.write(f"andreas: cannot start {command!r}: {exc}\n".encode())
             write_json(args.run_dir / "exit.json", {"returncode": 127, "stop_requested": False,

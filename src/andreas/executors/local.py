@@ -66,9 +66,13 @@ class LocalExecutor:
             return False
 
     def status(self, handle: dict | None, run_dir: Path) -> RunStatus:
-        if self._alive(self._handle(handle, run_dir)):
+        handle = self._handle(handle, run_dir)
+        if self._alive(handle):
             return RunStatus(True)
-        return read_exit(run_dir)
+        status = read_exit(run_dir)
+        if status.returncode is None and handle is not None:
+            _kill_orphans(handle)  # the wrapper was killed: nothing of the job may run on
+        return status
 
     def stop(self, runs: list[tuple[dict | None, Path]], grace_s: float) -> None:
         handles = [h for h in (self._handle(h, d) for h, d in runs)
@@ -97,6 +101,18 @@ def _create_time(pid: int) -> float | None:
         return psutil.Process(pid).create_time()
     except psutil.Error:
         return None
+
+
+def _kill_orphans(handle: dict) -> None:
+    """SIGKILL what is left of a dead wrapper's process group (its pid is the group's id),
+    sparing any process older than the wrapper (a pid reused since)."""
+    pid, born = handle["pid"], handle.get("create_time") or 0.0
+    for proc in psutil.process_iter(["pid", "create_time"]):
+        try:
+            if os.getpgid(proc.info["pid"]) == pid and proc.info["create_time"] >= born - 0.5:
+                proc.kill()
+        except (psutil.Error, ProcessLookupError, PermissionError):
+            continue
 
 
 def _signal_group(pid: int, sig: int) -> None:

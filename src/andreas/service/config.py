@@ -60,6 +60,7 @@ class ServiceConfig:
     learn: bool = True
     replan_deviation: float = 0.1
     quotas: Quotas = field(default_factory=Quotas)  # per-user limits (quotas.py)
+    max_retries: int = 3  # restarts from the checkpoint after a run is killed (OOM, signal)
 
     def with_database(self, url: str | None) -> "ServiceConfig":
         if not url:
@@ -176,7 +177,8 @@ def read_service_config(path: str | Path) -> ServiceConfig:
         public_url=(doc.get("public_url") and text("public_url", "").rstrip("/")) or None,
         priority_weights=weights, learn=learn_item.value if learn_item else True,
         replan_deviation=doc.number("replan_deviation", default=0.1, positive=True),
-        quotas=_quotas(doc))
+        quotas=_quotas(doc),
+        max_retries=int(doc.number("max_retries", default=3, minimum=0)))
 
 
 def _quotas(doc) -> Quotas:

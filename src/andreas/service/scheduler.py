@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Mapping
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from ..catalogue import canonical_gpu
 from ..executors import Executor, LaunchRequest, NodeInfo
@@ -309,6 +309,19 @@ class Scheduler:
             job.message = "a previous copy still held the job's lock; will retry"
         elif run.state == "ended" and run.handle is None and returncode is None:
             job.state = "paused" if job.first_started_at else "queued"
+        elif returncode is None or returncode < 0:  # killed: the OOM killer, an operator, ...
+            run.stop_reason = "crashed"
+            crashes = s.scalar(select(func.count()).select_from(RunRow).where(
+                RunRow.job_id == job.id, RunRow.stop_reason == "crashed")) or 0
+            how = "by a signal" if returncode is None else f"by signal {-returncode}"
+            if crashes <= self.config.max_retries:
+                job.state = "paused"
+                job.message = (f"run {run.id} was killed {how}; restarting from its checkpoint "
+                               f"(retry {crashes} of {self.config.max_retries})")
+            else:
+                job.state, job.completed_at = "failed", now
+                job.message = (f"run {run.id} was killed {how}; {crashes} runs were killed, "
+                               f"more than max_retries ({self.config.max_retries})")
         else:
             job.state = "failed"
             job.message = (f"exited with code {returncode}" if returncode is not None

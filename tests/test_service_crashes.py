@@ -1,0 +1,92 @@
+"""A job survives the death of its own processes (real processes, local executor): a training
+process killed from outside (the OOM killer, an operator) restarts from its checkpoint, up to
+max_retries; a killed launcher takes its training process with it, so no orphan runs on beside
+the copy the service starts next; every epoch runs once."""
+
+import os
+import signal
+
+import psutil
+from conftest import epoch_lines, train_job, wait_for, write_service_files
+from fastapi.testclient import TestClient
+
+from andreas.service.api import create_app
+from andreas.service.config import read_service_config
+
+ADMIN = {"Authorization": "Bearer admin-secret"}
+ONE_GPU = "nodes:\n  - {name: n1, gpu_type: fast, gpus: 1}\n"
+
+
+def processes(job_id):
+    """(launcher pid, training pids) of a job's live run, from the command lines."""
+    launchers, trainers = [], []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmd = " ".join(proc.info["cmdline"] or [])
+        if f"/jobs/{job_id}/" in cmd and "andreas.executors.launch" in cmd:
+            launchers.append(proc.info["pid"])
+            trainers += [c.pid for c in proc.children(recursive=True)]
+    return launchers, trainers
+
+
+def test_a_killed_training_process_restarts_from_its_checkpoint(tmp_path):
+    def kill(launchers, trainers):
+        for pid in trainers:
+            os.kill(pid, signal.SIGKILL)
+
+    config = read_service_config(write_service_files(tmp_path, nodes=ONE_GPU))
+    with TestClient(create_app(config, admin_token="admin-secret")) as client:
+        job_id = client.post("/jobs", headers=ADMIN, json=train_job(
+            12, deadline_s=3600, profile="one", samples=80000)).json()["id"]
+        wait_for(lambda: client.get(f"/jobs/{job_id}", headers=ADMIN).json()["epochs_done"] >= 3
+                 and all(processes(job_id)), timeout=120, what="progress and live processes")
+        kill(*processes(job_id))
+        job = wait_for(lambda: (lambda j: j if j["state"] in ("completed", "failed") else None)(
+            client.get(f"/jobs/{job_id}", headers=ADMIN).json()), timeout=180,
+            what="the job to end")
+        assert job["state"] == "completed", job
+        runs = client.get(f"/jobs/{job_id}/runs", headers=ADMIN).json()
+        assert runs[0]["stop_reason"] == "crashed" and len(runs) >= 2
+        log = client.get(f"/jobs/{job_id}/logs", headers=ADMIN).text
+        assert "resumed from checkpoint" in log
+        assert sorted(set(epoch_lines(log))) == list(range(1, 13))
+
+
+def test_a_job_killed_more_often_than_max_retries_fails_with_the_reason(tmp_path):
+    config = read_service_config(write_service_files(tmp_path, nodes=ONE_GPU,
+                                                     extra="max_retries: 0\n"))
+    with TestClient(create_app(config, admin_token="admin-secret")) as client:
+        job_id = client.post("/jobs", headers=ADMIN, json=train_job(
+            12, deadline_s=3600, profile="one", samples=80000)).json()["id"]
+        wait_for(lambda: client.get(f"/jobs/{job_id}", headers=ADMIN).json()["epochs_done"] >= 1
+                 and all(processes(job_id)), timeout=120, what="progress and live processes")
+        for pid in processes(job_id)[1]:
+            os.kill(pid, signal.SIGKILL)
+        job = wait_for(lambda: (lambda j: j if j["state"] == "failed" else None)(
+            client.get(f"/jobs/{job_id}", headers=ADMIN).json()), timeout=60, what="failure")
+        assert "killed by signal 9" in job["message"] and "max_retries (0)" in job["message"]
+
+
+def test_a_killed_launcher_leaves_no_orphan_and_the_job_runs_once(tmp_path):
+    config = read_service_config(write_service_files(tmp_path, nodes=ONE_GPU))
+    with TestClient(create_app(config, admin_token="admin-secret")) as client:
+        job_id = client.post("/jobs", headers=ADMIN, json=train_job(
+            12, deadline_s=3600, profile="one", samples=80000)).json()["id"]
+        wait_for(lambda: client.get(f"/jobs/{job_id}", headers=ADMIN).json()["epochs_done"] >= 3
+                 and all(processes(job_id)), timeout=120, what="progress and live processes")
+        launchers, trainers = processes(job_id)
+        for pid in launchers:
+            os.kill(pid, signal.SIGKILL)
+        # the training process dies with its launcher: it does not run on, unsupervised
+        wait_for(lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status()
+                                 != psutil.STATUS_ZOMBIE for p in trainers),
+                 timeout=30, what="the orphaned training process to be gone")
+        job = wait_for(lambda: (lambda j: j if j["state"] in ("completed", "failed") else None)(
+            client.get(f"/jobs/{job_id}", headers=ADMIN).json()), timeout=180,
+            what="the job to end")
+        assert job["state"] == "completed", job
+        log = client.get(f"/jobs/{job_id}/logs", headers=ADMIN).text
+        epochs = epoch_lines(log)
+        assert sorted(set(epochs)) == list(range(1, 13))
+        runs = client.get(f"/jobs/{job_id}/runs", headers=ADMIN).json()
+        for before, after in zip(runs, runs[1:]):
+            assert after["started_at"] >= before["ended_at"]  # never two copies at once

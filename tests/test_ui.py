@@ -146,6 +146,10 @@ def test_the_gantt_chart_draws_every_run(browser, service, alice_jobs):
         "svg.gantt g.bar.run[data-run]", "els => els.map(e => e.dataset.run)")}
     assert runs <= drawn, (runs, drawn)  # one bar (per GPU lane) for each run
     assert page.locator("svg.gantt line.now").count() == 1
+    # a running job's page charts its forecasts over time against its due date
+    page.goto(f"{service.url}/ui/jobs/{running[0]}")
+    assert page.locator("svg.chart").count() == 2
+    assert page.locator("svg.chart line.reference").count() >= 1
     page.close()
 
 

@@ -36,3 +36,11 @@ def test_step_chart_draws_the_series_or_says_there_is_none():
     assert len(points) == 4  # two steps, two ends each
     assert "300 W" in svg and "<title>power</title>" in svg
     assert "no data yet" in step_chart([0.0], [], unit="W", title="power")
+
+
+def test_step_chart_labels_its_axis_and_draws_the_reference():
+    svg = step_chart([0.0, 10.0, 20.0], [1000.0, 1200.0], unit="", title="predicted end",
+                     label=lambda v: f"t{v:.0f}", reference=(1100.0, "due"), floor=None)
+    assert '<line class="reference"' in svg and ">due</text>" in svg
+    # the axis spans the data and the reference, padded by 5 %: 990 to 1210
+    assert ">t990</text>" in svg and ">t1210</text>" in svg

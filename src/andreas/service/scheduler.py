@@ -101,6 +101,9 @@ class Scheduler:
         self.history: deque[dict] = deque(maxlen=100_000)  # predicted workload total by time
         self.decision_log: deque[tuple[float, float]] = deque(maxlen=10_000)  # (when, seconds)
         self.decision_seconds = decision_histogram()  # for /metrics
+        # per job, (when, predicted completion, predicted cost) at each decision, for the
+        # dashboard; in memory (a restart starts it afresh), the newest 5,000 jobs
+        self.forecast_history: dict[str, deque[tuple[float, float, float]]] = {}
         self.drained: set[str] = set()  # nodes an admin drained (read at every snapshot)
         self.owners: dict[str, str] = {}  # job id -> user name, of the active jobs
         self.foreseen: list[ForeseenDecision] = []  # the decisions the last forecast made
@@ -602,6 +605,7 @@ class Scheduler:
                 info.assignments[job_id] = {"node": a.node, "gpus": a.gpus,
                                             "gpu_indices": run.gpu_indices if run else None}
             for job_id, f in predicted.items():
+                self._remember_forecast(job_id, snapshot.time, f.completion, f.total_cost)
                 entry = {"planned_at": snapshot.time, "start": f.start,
                          "completion": f.completion, "energy_cost": f.energy_cost,
                          "tardiness_cost": f.tardiness_cost, "total_cost": f.total_cost}
@@ -612,6 +616,16 @@ class Scheduler:
                     job.predicted = entry
         self.plan = info
         self._record_history(snapshot.time, predicted)
+
+    def _remember_forecast(self, job_id: str, now: float, completion: float,
+                           cost: float) -> None:
+        points = self.forecast_history.get(job_id)
+        if points is None:
+            if len(self.forecast_history) >= 5000:
+                del self.forecast_history[next(iter(self.forecast_history))]
+            points = self.forecast_history[job_id] = deque(maxlen=500)
+        if not points or points[-1][1:] != (completion, cost):
+            points.append((now, completion, cost))
 
     def _record_history(self, now: float, predicted) -> None:
         """The whole workload's predicted cost as seen now: what was spent so far plus what

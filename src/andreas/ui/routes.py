@@ -35,7 +35,7 @@ from ..service.jobs import (
     visible_job,
 )
 from ..service.schemas import JobSubmit
-from .views import STATES, cluster_view, plan_view, user_names, visible_jobs
+from .views import STATES, cluster_view, forecast_charts, plan_view, user_names, visible_jobs
 
 HERE = Path(__file__).parent
 SESSION = "andreas_session"
@@ -190,7 +190,8 @@ def _job_context(request: Request, user: User, job_id: str) -> dict:
         runs = [run_out(r) for r in s.scalars(select(RunRow).where(RunRow.job_id == job_id)
                                               .order_by(RunRow.id))]
     log = logs_tail(app.scheduler, [r.id for r in runs], job_id, 20000)
-    return {"job": shown, "runs": runs, "log": log}
+    return {"job": shown, "runs": runs, "log": log,
+            "charts": forecast_charts(app.scheduler, shown, time.time())}
 
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)

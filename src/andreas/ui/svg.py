@@ -115,10 +115,14 @@ def gantt(lanes: list[str], bars: list[Bar], t0: float, t1: float, now: float, *
 
 
 def step_chart(times: list[float], values: list[float], *, unit: str, title: str,
-               width: int = 600, height: int = 180) -> str:
+               width: int = 600, height: int = 180, label=None,
+               reference: tuple[float, str] | None = None, floor: float | None = 0.0) -> str:
     """A step chart of a piecewise-constant series (values[i] holds from times[i] to
-    times[i+1]) with its axes, e.g. the cluster's power over the last hours."""
-    left, bottom, top = 56, 22, 10
+    times[i+1]) with its axes, e.g. the cluster's power over the last hours. `label` formats
+    a value for the y axis (default: the number and `unit`); `reference` draws a dashed
+    horizontal line with its name (a due date, a measured cost); `floor` is the axis's lowest
+    value (None: the data's)."""
+    left, bottom, top = 76, 22, 10
     plot_w, plot_h = width - left - 10, height - bottom - top
     out = [f'<svg class="chart" role="img" viewBox="0 0 {width} {height}" width="{width}" '
            f'height="{height}" xmlns="http://www.w3.org/2000/svg" aria-label="{escape(title)}">',
@@ -128,13 +132,21 @@ def step_chart(times: list[float], values: list[float], *, unit: str, title: str
                    "</svg>")
         return "".join(out)
     t0, t1 = times[0], times[-1]
-    peak = max(max(values), 1e-9)
+    seen = list(values) + ([reference[0]] if reference else [])
+    low = min(seen) if floor is None else floor
+    peak = max(max(seen), low + 1e-9)
+    if floor is None:  # a little room above and below the data
+        pad = 0.05 * (peak - low) or 1.0
+        low, peak = low - pad, peak + pad
 
     def x(t: float) -> float:
         return left + (t - t0) / max(t1 - t0, 1e-9) * plot_w
 
     def y(v: float) -> float:
-        return top + plot_h - v / peak * plot_h
+        return top + plot_h - (v - low) / (peak - low) * plot_h
+
+    def fmt(v: float) -> str:
+        return label(v) if label else f"{v:.0f} {unit}"
 
     points = []
     for i, v in enumerate(values):
@@ -143,11 +155,17 @@ def step_chart(times: list[float], values: list[float], *, unit: str, title: str
     out.append(f'<polyline points="{" ".join(points)}" fill="none" stroke="#1f5fa8" '
                f'stroke-width="2"/>')
     for frac in (0.0, 0.5, 1.0):
-        v = peak * frac
+        v = low + (peak - low) * frac
         out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y(v):.1f}" y2="{y(v):.1f}" '
                    f'stroke="#e1e4e8"/>')
         out.append(f'<text x="{left - 4}" y="{y(v) + 4:.1f}" font-size="11" '
-                   f'text-anchor="end">{v:.0f} {escape(unit)}</text>')
+                   f'text-anchor="end">{escape(fmt(v))}</text>')
+    if reference is not None:
+        v, name = reference
+        out.append(f'<line class="reference" x1="{left}" x2="{left + plot_w}" y1="{y(v):.1f}" '
+                   f'y2="{y(v):.1f}" stroke="#c0392b" stroke-dasharray="6 4"/>')
+        out.append(f'<text x="{left + plot_w - 4}" y="{y(v) - 4:.1f}" font-size="11" '
+                   f'text-anchor="end" fill="#c0392b">{escape(name)}</text>')
     for t in _ticks(t0, t1, 5):
         out.append(f'<text x="{x(t):.1f}" y="{height - 6}" font-size="11" '
                    f'text-anchor="middle">{_clock(t, t1 - t0)}</text>')

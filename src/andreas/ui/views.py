@@ -145,6 +145,30 @@ def _planned_node(scheduler: Scheduler, info, job_id: str, start: float
     return None
 
 
+def forecast_charts(scheduler: Scheduler, job: JobOut, now: float) -> list[str]:
+    """The job's predicted end and the cost still to come as predicted at each decision since
+    the service started, against its due date and what it has cost so far (or in all)."""
+    import datetime as dt
+
+    points = list(scheduler.forecast_history.get(job.id, ()))
+    if not points:
+        return []
+    end = job.completed_at if job.completed_at is not None else now
+    times = [p[0] for p in points] + [max(end, points[-1][0] + 1.0)]
+    measured = (job.measured or {}).get("total_cost")
+
+    def clock(t: float) -> str:
+        return dt.datetime.fromtimestamp(t).strftime("%H:%M:%S")
+
+    ends = step_chart(times, [p[1] for p in points], unit="", title="Predicted end, by "
+                      "decision", label=clock, reference=(job.due_date, "due"), floor=None)
+    costs = step_chart(times, [p[2] for p in points], unit="EUR", title="Cost still to come "
+                       "(EUR), as predicted at each decision", label=lambda v: f"{v:.4f}",
+                       reference=None if measured is None else (
+                           measured, "spent in all" if job.completed_at else "spent so far"))
+    return [ends, costs]
+
+
 @dataclass
 class ClusterView:
     nodes: list[dict]

@@ -8,6 +8,8 @@
 # make lint  - ruff on src, tests, bench and examples, mypy on src (make test runs it first)
 # make install-browser - Debian's chromium for the dashboard's browser tests (make test runs it)
 # make screenshots - the dashboard's pages in that browser at 1280x800, into docs/img
+# make bench-service - 1000 submissions, 100 in flight, to a real andreas serve: latency
+#              percentiles, errors, jobs listed afterwards; appends to bench/service-load.md
 # make bench-scale - the whole Philly trace with every fast policy in 300 s rounds (needs
 #              ../shared/data; about 20 minutes); writes bench/scale.md
 PYTHON ?= python3
@@ -15,7 +17,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint zoo bench bench-scale install install-browser screenshots clean
+.PHONY: demo test lint zoo bench bench-scale bench-service install install-browser screenshots clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +60,9 @@ zoo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/simulate_bench.py --out bench/results.md
 	$(BIN)/python bench/service_bench.py --out bench/service.md
+
+bench-service: $(STAMP)
+	$(BIN)/python bench/service_load.py --jobs 1000 --in-flight 100 --out bench/service-load.md
 
 bench-scale: $(STAMP)
 	$(BIN)/python bench/scale_bench.py --out bench/scale.md

@@ -1,0 +1,141 @@
+"""Load on the live service (`make bench-service`): a real `andreas serve` (SQLite, local
+executor) on a 3-GPU cluster, then N submissions with C in flight on keep-alive connections,
+while the queue grows to N jobs. Per request: latency p50/p95/p99/max, errors (and connection
+resets), and afterwards whether every acknowledged job is listed. Writes a dated table.
+
+    python bench/service_load.py --jobs 1000 --in-flight 100 --out bench/service-load.md
+
+Every job is `sleep 3600` (profile "one"): three run, the rest queue; all are cancelled at the
+end, so no process outlives the benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import os
+import secrets
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+CLUSTER = """\
+energy_price: 0.2
+pue: 1.0
+restart_overhead_s: 1
+gpu_types:
+  fast: {node_power_w: [400, 700]}
+nodes:
+  - {name: n1, gpu_type: fast, gpus: 2}
+  - {name: n2, gpu_type: fast, gpus: 1}
+"""
+PROFILES = "profile,gpu_type,gpus,seconds_per_epoch\none,fast,1,3600\n"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+async def load(url: str, token: str, jobs: int, in_flight: int) -> tuple[list[float], list[str]]:
+    limits = httpx.Limits(max_connections=in_flight, max_keepalive_connections=in_flight)
+    latencies: list[float] = []
+    errors: list[str] = []
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(jobs):
+        queue.put_nowait(i)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=120.0,
+                                 headers={"Authorization": f"Bearer {token}"}) as client:
+        async def worker() -> None:
+            while not queue.empty():
+                i = queue.get_nowait()
+                body = {"command": ["sleep", "3600"], "epochs": 1, "deadline_s": 86400,
+                        "profile": "one", "name": f"load-{i}"}
+                tic = time.perf_counter()
+                try:
+                    r = await client.post("/jobs", json=body,
+                                          headers={"Idempotency-Key": f"load-{i}"})
+                    if r.status_code not in (200, 201):
+                        errors.append(f"{r.status_code}: {r.text[:100]}")
+                except httpx.HTTPError as exc:
+                    errors.append(f"{type(exc).__name__}: {exc}")
+                latencies.append(time.perf_counter() - tic)
+
+        await asyncio.gather(*(worker() for _ in range(in_flight)))
+    return latencies, errors
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--jobs", type=int, default=1000)
+    ap.add_argument("--in-flight", type=int, default=100)
+    ap.add_argument("--out", type=Path, default=Path(__file__).with_name("service-load.md"))
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        (d / "cluster.yaml").write_text(CLUSTER)
+        (d / "profiles.csv").write_text(PROFILES)
+        (d / "service.yaml").write_text(
+            "cluster: cluster.yaml\nprofiles: profiles.csv\ndata_dir: state\n"
+            "policy: andreas\npolicy_options: {seed: 1}\nperiod_s: null\ngrace_s: 2\n"
+            "poll_s: 0.5\n")
+        port, token = free_port(), secrets.token_urlsafe(24)
+        url = f"http://127.0.0.1:{port}"
+        server = subprocess.Popen(
+            [sys.executable, "-m", "andreas", "serve", "--config", str(d / "service.yaml"),
+             "--port", str(port)], env=dict(os.environ, ANDREAS_ADMIN_TOKEN=token),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    time.sleep(0.3)
+            tic = time.perf_counter()
+            latencies, errors = asyncio.run(load(url, token, args.jobs, args.in_flight))
+            wall = time.perf_counter() - tic
+            h = {"Authorization": f"Bearer {token}"}
+            listed = httpx.get(f"{url}/jobs", headers=h, timeout=300).json()
+            decisions = httpx.get(f"{url}/plan", headers=h, timeout=300).json()
+            for job in listed:
+                if job["state"] in ("queued", "running", "paused"):
+                    httpx.post(f"{url}/jobs/{job['id']}/cancel", headers=h, timeout=300)
+        finally:
+            server.terminate()
+            server.wait(timeout=120)
+    ms = [x * 1000 for x in latencies]
+    row = (f"| {dt.date.today()} | {args.jobs} | {args.in_flight} | {statistics.median(ms):.0f} "
+           f"| {percentile(ms, 0.95):.0f} | {percentile(ms, 0.99):.0f} | {max(ms):.0f} | "
+           f"{len(errors)} | {len(listed)} of {args.jobs} | {decisions['decisions']} | "
+           f"{wall:.0f} |")
+    header = ("# Load on the live service (bench/service_load.py)\n\n"
+              "Submissions (`POST /jobs`) on keep-alive connections to a real `andreas serve` "
+              "(SQLite, local executor, policy andreas), the queue growing to the number of "
+              "jobs; latencies in ms. `listed`: jobs `GET /jobs` shows afterwards.\n\n"
+              "| date | jobs | in flight | p50 | p95 | p99 | max | errors | listed | "
+              "decisions | wall s |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+    text = args.out.read_text() if args.out.exists() else header
+    args.out.write_text(text + row + "\n")
+    print(row)
+    for e in sorted(set(errors))[:10]:
+        print("error:", e)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

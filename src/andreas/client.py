@@ -236,7 +236,8 @@ class Client:
                profile: str | None = None, name: str | None = None,
                workdir: str | None = None, preemptible: bool = True,
                start_asap: bool = False, max_runtime_s: float | None = None,
-               hard_deadline: bool = False, idempotency_key: str | None = None) -> Job:
+               hard_deadline: bool = False, working_dir: str | None = None,
+               idempotency_key: str | None = None) -> Job:
         """Submit a job (`wait_planned` then gives its forecast). Safe to retry: the same
         `idempotency_key` (one is made when not given) never makes a second job. With
         `hard_deadline`, a job the forecast ends late is refused: ApiError 409."""
@@ -251,7 +252,8 @@ class Client:
             body["hard_deadline"] = True
         for key, value in (("command", command), ("script", script), ("deadline_s", deadline_s),
                            ("due_date", due_date), ("priority", priority), ("weight", weight),
-                           ("profile", profile), ("name", name), ("workdir", workdir)):
+                           ("profile", profile), ("name", name), ("workdir", workdir),
+                           ("working_dir", working_dir)):
             if value is not None:
                 body[key] = value
         if args:
@@ -269,6 +271,26 @@ class Client:
             if job.raw.get("forecast") is not None or job.final or time.monotonic() >= deadline:
                 return job
             self._sleep(poll_s)
+
+    def upload_dir(self, folder: str | Path) -> dict[str, Any]:
+        """Send a folder (its files, less symbolic links, .git and __pycache__) as a gzipped
+        tar; the answer's `id` is a submission's `working_dir`."""
+        import tarfile
+        import tempfile
+
+        root = Path(folder)
+        if not root.is_dir():
+            raise AndreasError(f"--working-dir: {str(root)!r} is not a folder")
+        with tempfile.TemporaryFile() as f:
+            with tarfile.open(fileobj=f, mode="w:gz") as tar:
+                for path in sorted(root.rglob("*")):
+                    rel = path.relative_to(root)
+                    if path.is_symlink() or {".git", "__pycache__"} & set(rel.parts):
+                        continue
+                    tar.add(path, arcname=rel.as_posix(), recursive=False)
+            f.seek(0)
+            return self._json("POST", "/uploads", content=f.read(), retry_unsent_only=True,
+                              headers={"Content-Type": "application/gzip"})
 
     def jobs(self, state: str | None = None) -> list[Job]:
         """Your jobs (every job with an admin token), oldest first."""

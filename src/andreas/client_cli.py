@@ -138,6 +138,10 @@ def submit_cmd(
                                        "program's)."),
     workdir: Optional[str] = typer.Option(None, "--workdir", help="The folder the job runs "
                                           "in, on the service's machine."),
+    working_dir: Optional[Path] = typer.Option(
+        None, "--working-dir", help="A folder here to send with the job (as a gzipped tar, "
+        "at most the service's max_upload_bytes): the job runs in its own copy; the script "
+        "is a path inside it."),
     no_preempt: bool = typer.Option(False, "--no-preempt", help="Once started, never pause or "
                                     "move it (for jobs that cannot resume from a checkpoint)."),
     asap: bool = typer.Option(False, "--asap", help="Never hold it back to save energy."),
@@ -157,12 +161,16 @@ def submit_cmd(
     local = Path(program)
     script = command = None
     if program.endswith(".py"):
-        # a script here is sent by its absolute path (the service runs it where it lies)
-        script = str(local.resolve()) if local.is_file() else program
+        if working_dir is not None:
+            script = _inside(working_dir, local)
+        else:  # a script here is sent by its absolute path (the service runs it where it lies)
+            script = str(local.resolve()) if local.is_file() else program
     else:
         command = [program, *args]
     with _client(url, token) as client:
+        upload = client.upload_dir(working_dir)["id"] if working_dir is not None else None
         job = client.submit(epochs=epochs, script=script, args=args if script else (),
+                            working_dir=upload,
                             command=command,
                             deadline_s=parse_duration(deadline) if deadline else None,
                             due_date=parse_due(due) if due else None, priority=priority,
@@ -184,6 +192,18 @@ def submit_cmd(
                       highlight=False)
     if job.reason:
         console.print(f"waiting: {job.reason}", highlight=False)
+
+
+def _inside(folder: Path, script: Path) -> str:
+    """`script` as a path inside `folder` (given relative to it, or as a path to a file in it)."""
+    root = folder.resolve()
+    if not script.is_absolute() and (root / script).is_file():
+        return script.as_posix()
+    try:
+        return script.resolve().relative_to(root).as_posix()
+    except ValueError:
+        raise AndreasError(f"the script {str(script)!r} is not inside --working-dir "
+                           f"{str(folder)!r}") from None
 
 
 @user_errors

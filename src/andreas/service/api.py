@@ -26,6 +26,7 @@ from starlette.routing import Match
 
 from ..errors import AndreasError
 from ..executors import NodeInfo, make_executor
+from . import uploads
 from .config import ServiceConfig
 from .db import JobRow, RunRow, Token, User
 from .jobs import (
@@ -54,6 +55,7 @@ from .schemas import (
     TokenCreate,
     TokenCreated,
     TokenOut,
+    UploadOut,
 )
 from .store import Store, hash_token, must_get
 
@@ -94,7 +96,8 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
                   description="Energy- and deadline-aware scheduling of deep-learning jobs. "
                               "Submit jobs, watch the plan and the costs.")
     app.state.scheduler, app.state.store, app.state.config = scheduler, store, config
-    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes,
+                       overrides={"/uploads": config.max_upload_bytes})
     app.add_middleware(SecurityHeaders)
 
     @app.exception_handler(StarletteHTTPException)
@@ -209,6 +212,16 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
             raise HTTPException(404, f"no token {token_id} of yours")
         return _token_out(*revoked)
 
+    @app.post("/uploads", tags=["jobs"], status_code=201, response_model=UploadOut,
+              openapi_extra={"requestBody": {"required": True, "content": {
+                  "application/octet-stream": {"schema": {"type": "string",
+                                                          "format": "binary"}}}}})
+    async def upload(request: Request, user: User = Depends(current_user)):
+        """Send a working folder as a gzipped tar (at most max_upload_bytes); a job names
+        the answer's id as `working_dir` and runs in its own copy of the folder."""
+        chunks = [chunk async for chunk in request.stream()]
+        return uploads.save(config.data_dir, user.id, chunks, config.max_upload_bytes)
+
     @app.post("/jobs", tags=["jobs"], status_code=201, response_model=JobOut,
               responses={200: {"model": JobOut, "description": "a retried submission (the "
                                                               "same Idempotency-Key): the job "
@@ -223,7 +236,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
             if earlier is not None:
                 response.status_code = 200
                 return earlier
-        row = validate_submission(config, body, time.time())
+        row = validate_submission(config, body, time.time(), user.id)
         row.idempotency_key = idempotency_key
         try:
             return accept(store, scheduler, [row], user)[0]
@@ -249,7 +262,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
         rows = []
         for i, item in enumerate(body):
             try:
-                rows.append(validate_submission(config, item, now))
+                rows.append(validate_submission(config, item, now, user.id))
             except Refused as exc:
                 raise Refused(exc.status, f"job [{i}]: {exc.detail}") from None
         return accept(store, scheduler, rows, user)

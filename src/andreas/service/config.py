@@ -61,6 +61,7 @@ class ServiceConfig:
     replan_deviation: float = 0.1
     quotas: Quotas = field(default_factory=Quotas)  # per-user limits (quotas.py)
     max_retries: int = 3  # restarts from the checkpoint after a run is killed (OOM, signal)
+    max_upload_bytes: int = 100 * 1024 * 1024  # a working folder sent with a job (gzipped)
 
     def with_database(self, url: str | None) -> "ServiceConfig":
         if not url:
@@ -178,7 +179,9 @@ def read_service_config(path: str | Path) -> ServiceConfig:
         priority_weights=weights, learn=learn_item.value if learn_item else True,
         replan_deviation=doc.number("replan_deviation", default=0.1, positive=True),
         quotas=_quotas(doc),
-        max_retries=int(doc.number("max_retries", default=3, minimum=0)))
+        max_retries=int(doc.number("max_retries", default=3, minimum=0)),
+        max_upload_bytes=int(doc.number("max_upload_bytes", default=100 * 1024 * 1024,
+                                        positive=True)))
 
 
 def _quotas(doc) -> Quotas:

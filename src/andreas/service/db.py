@@ -6,6 +6,8 @@ created and changed only by the Alembic migrations in `andreas/service/migration
 
 from __future__ import annotations
 
+from pathlib import Path  # noqa: F401  (the type comment of JobRow.upload)
+
 from sqlalchemy import JSON, Boolean, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -73,6 +75,8 @@ class JobRow(Base):
     start_asap: Mapped[bool] = mapped_column(Boolean, default=False)
     max_runtime_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     hard_deadline: Mapped[bool] = mapped_column(Boolean, default=False)
+    # not a column: an uploaded working folder, unpacked once the job has an id (jobs.accept)
+    upload = None  # type: Path | None
 
 
 class RunRow(Base):

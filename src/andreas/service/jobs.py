@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 import uuid
 from datetime import datetime, timezone
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from sqlalchemy import func, select
 
@@ -66,6 +66,14 @@ def accept(store: Store, scheduler: Scheduler, rows: list[JobRow], user: User) -
         row.owner_id = user.id
         if row.hard_deadline:
             refuse_if_late(scheduler, row, f"job [{i}]: " if len(rows) > 1 else "")
+    for row in rows:
+        archive = row.upload
+        if archive is not None:  # its own copy of the uploaded folder, where it runs
+            from .uploads import unpack
+
+            into = scheduler.job_dir(row.id) / "workdir"
+            unpack(archive, into)
+            row.workdir = str(into)
     with store.session() as s:
         s.add_all(rows)
     scheduler.wake("submit")
@@ -101,14 +109,30 @@ def refuse_if_late(scheduler: Scheduler, row: JobRow, prefix: str) -> None:
                                  f"{iso(row.due_date)} (it would start at "
                                  f"{iso(f.start or row.submitted_at)}); not accepted")
 
-def validate_submission(config: ServiceConfig, body: JobSubmit, now: float) -> JobRow:
+def validate_submission(config: ServiceConfig, body: JobSubmit, now: float,
+                        owner_id: int | None = None) -> JobRow:
     def bad(message: str):
         raise Refused(400, message)
 
     if (body.command is None) == (body.script is None):
         bad("give exactly one of 'command' (argv list) or 'script' (a Python file)")
+    upload = None
+    if body.working_dir is not None:
+        if body.workdir:
+            bad("give 'workdir' (a folder on the service's machine) or 'working_dir' (an "
+                "upload), not both")
+        from .uploads import find
+
+        upload, names = find(config.data_dir, body.working_dir, owner_id or -1)
     if body.command is not None:
         command = list(body.command)
+    elif upload is not None:
+        assert body.script is not None
+        inside = str(PurePosixPath(body.script))
+        if PurePosixPath(body.script).is_absolute() or inside not in names:
+            bad(f"script: {body.script!r} is not a file of the uploaded folder "
+                f"{body.working_dir!r}")
+        command = [sys.executable, inside, *body.args]
     else:
         assert body.script is not None  # exactly one of the two, checked above
         script = Path(body.script)
@@ -149,6 +173,15 @@ def validate_submission(config: ServiceConfig, body: JobSubmit, now: float) -> J
     if cluster.nodes and not feasible_configs(cluster, configs):
         bad("no node of the cluster can run any configuration of this job's profile")
     default_name = Path(command[-1] if body.script is None else body.script).name[:200]
+    if upload is not None:
+        row = _row(body, command, due, weight, inline, now, default_name)
+        row.upload = upload  # unpacked into its folder once it has an id (accept)
+        return row
+    return _row(body, command, due, weight, inline, now, default_name)
+
+
+def _row(body: JobSubmit, command: list[str], due: float, weight: float, inline,
+         now: float, default_name: str) -> JobRow:
     return JobRow(name=body.name or default_name,
                   command=command, workdir=body.workdir, epochs=body.epochs, submitted_at=now,
                   due_date=due, weight=weight, profile_name=body.profile, inline_profile=inline,

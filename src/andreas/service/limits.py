@@ -16,18 +16,23 @@ class BodyTooLarge(Exception):
 
 
 class BodyLimit:
-    """ASGI middleware: refuse request bodies over `max_bytes` with 413 and a sentence."""
+    """ASGI middleware: refuse request bodies over `max_bytes` with 413 and a sentence; paths
+    under a prefix of `overrides` (e.g. /uploads) have that limit instead."""
 
-    def __init__(self, app, max_bytes: int) -> None:
+    def __init__(self, app, max_bytes: int, overrides: dict[str, int] | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.overrides = overrides or {}
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        path = scope.get("path", "")
+        limit = next((n for prefix, n in self.overrides.items() if path.startswith(prefix)),
+                     self.max_bytes)
         declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            return await self._refuse(send)
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            return await self._refuse(send, limit)
         seen = 0
         started = False
 
@@ -36,7 +41,7 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
+                if seen > limit:
                     raise BodyTooLarge
             return message
 
@@ -50,11 +55,12 @@ class BodyLimit:
             await self.app(scope, counted_receive, tracked_send)
         except BodyTooLarge:
             if not started:
-                await self._refuse(send)
+                await self._refuse(send, limit)
 
-    async def _refuse(self, send) -> None:
-        body = json.dumps({"detail": f"request body over {self.max_bytes} bytes; send less "
-                                     "(a batch in parts, a shorter command)"}).encode()
+    async def _refuse(self, send, limit: int) -> None:
+        body = json.dumps({"detail": f"request body over {limit} bytes; send less "
+                                     "(a batch in parts, a shorter command, a smaller "
+                                     "working folder)"}).encode()
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"),
                                 (b"content-length", str(len(body)).encode())]})

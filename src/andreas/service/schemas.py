@@ -56,8 +56,12 @@ class JobSubmit(Strict):
                                                   "interpreter")
     args: list[Text] = Field(default_factory=list, max_length=MAX_ARGS,
                              description="arguments for `script`")
-    workdir: Text | None = Field(None, description="working directory (default: the "
-                                                   "service's)")
+    workdir: Text | None = Field(None, description="working directory on the service's "
+                                                   "machine (default: the service's)")
+    working_dir: str | None = Field(None, pattern=r"^upl-[0-9a-f]{16}$",
+                                    description="an upload's id (POST /uploads): the job runs "
+                                                "in its own copy of that folder; `script` is "
+                                                "a path inside it")
     epochs: float = Field(ge=MIN_EPOCHS, le=MAX_EPOCHS)
     due_date: float | None = Field(None, ge=0, le=MAX_UNIX_TIME,
                                    description="Unix time the job is due")
@@ -157,6 +161,12 @@ class TokenCreate(Strict):
     expires_in_s: float | None = Field(None, gt=0, le=MAX_DEADLINE_S,
                                        description="valid for this many seconds (default: "
                                                    "until revoked)")
+
+
+class UploadOut(BaseModel):
+    id: str = Field(description="name it as a job's `working_dir`")
+    bytes: int
+    files: int
 
 
 class TokenOut(BaseModel):

@@ -1,0 +1,88 @@
+"""Working folders sent with a job (`andreas submit --working-dir DIR`, as `ray job submit
+--working-dir` does): a gzipped tar uploaded to POST /uploads, checked, kept until a job uses
+it, then unpacked into the job's own folder, where the job runs.
+
+An archive is refused unless every member is a plain file or folder with a relative path that
+stays inside (no absolute path, no `..`, no link, no device), and unpacked it stays under
+`max_upload_bytes` x 10 (no zip bomb). An upload belongs to the user who sent it: another
+user's id is not found.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+import tarfile
+from pathlib import Path, PurePosixPath
+
+from .jobs import Refused
+
+UNPACKED_FACTOR = 10  # unpacked size allowed, as a multiple of the upload limit
+
+
+def uploads_dir(data_dir: Path) -> Path:
+    return data_dir / "uploads"
+
+
+def check_archive(path: Path, max_unpacked: int) -> list[str]:
+    """The member names of a safe archive; Refused(422) naming the first unsafe member."""
+    names, total = [], 0
+    try:
+        with tarfile.open(path, mode="r:gz") as tar:
+            for m in tar.getmembers():
+                name = PurePosixPath(m.name)
+                if name.is_absolute() or ".." in name.parts:
+                    raise Refused(422, f"upload: member {m.name!r} would land outside the "
+                                       "working folder")
+                if not (m.isfile() or m.isdir()):
+                    raise Refused(422, f"upload: member {m.name!r} is not a plain file or "
+                                       "folder (links and devices are refused)")
+                total += m.size
+                if total > max_unpacked:
+                    raise Refused(422, f"upload: unpacked it would exceed {max_unpacked} bytes")
+                names.append(str(name))
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise Refused(422, f"upload: expected a gzipped tar archive ({exc})") from None
+    return names
+
+
+def save(data_dir: Path, owner_id: int, chunks: list[bytes], max_bytes: int) -> dict:
+    """Store an uploaded archive for `owner_id` after checking it; its id and size."""
+    upload_id = "upl-" + secrets.token_hex(8)
+    folder = uploads_dir(data_dir) / upload_id
+    folder.mkdir(parents=True)
+    archive = folder / "archive.tar.gz"
+    with archive.open("wb") as f:
+        for chunk in chunks:
+            f.write(chunk)
+    try:
+        names = check_archive(archive, max_bytes * UNPACKED_FACTOR)
+    except Refused:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    size = archive.stat().st_size
+    (folder / "meta.json").write_text(json.dumps({"owner": owner_id, "bytes": size,
+                                                  "files": len(names)}))
+    return {"id": upload_id, "bytes": size, "files": len(names)}
+
+
+def find(data_dir: Path, upload_id: str, owner_id: int) -> tuple[Path, list[str]]:
+    """An upload of `owner_id`'s: its archive and member names; Refused(404) otherwise."""
+    folder = uploads_dir(data_dir) / upload_id
+    try:
+        meta = json.loads((folder / "meta.json").read_text())
+    except (OSError, ValueError):
+        meta = None
+    if meta is None or meta.get("owner") != owner_id or "/" in upload_id:
+        raise Refused(404, f"working_dir: no upload {upload_id!r} of yours")
+    archive = folder / "archive.tar.gz"
+    return archive, check_archive(archive, 1 << 62)
+
+
+def unpack(archive: Path, into: Path) -> None:
+    """Unpack a checked archive into a job's working folder (tarfile's 'data' filter: the
+    same refusals, once more, as the files are written)."""
+    into.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive, mode="r:gz") as tar:
+        tar.extractall(into, filter="data")

@@ -1,0 +1,102 @@
+"""Working folders sent with a job (andreas submit --working-dir): the job runs in its own copy;
+unsafe archives, other users' uploads and oversized ones are refused with a sentence."""
+
+import io
+import json
+import tarfile
+
+from conftest import wait_for, write_service_files
+from fastapi.testclient import TestClient
+from test_client import cli
+from test_service_durability import TOKEN, Service, free_port
+
+from andreas.service.api import create_app
+from andreas.service.config import read_service_config
+
+ADMIN = {"Authorization": "Bearer admin-secret"}
+
+
+def archive(members: dict[str, bytes | None], links: dict[str, str] | None = None) -> bytes:
+    """A gzipped tar: name -> content (None: a folder), and symbolic links name -> target."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, content in members.items():
+            info = tarfile.TarInfo(name)
+            if content is None:
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            else:
+                info.size = len(content)
+                tar.addfile(info, io.BytesIO(content))
+        for name, target in (links or {}).items():
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = tarfile.SYMTYPE, target
+            tar.addfile(info)
+    return buffer.getvalue()
+
+
+def test_unsafe_foreign_and_oversized_uploads_are_refused(tmp_path):
+    config = read_service_config(write_service_files(tmp_path, extra="max_upload_bytes: 4096\n"))
+    with TestClient(create_app(config, admin_token="admin-secret", run_scheduler=False)) as c:
+        def post(body: bytes, headers=ADMIN):
+            return c.post("/uploads", content=body, headers={**headers,
+                                                             "Content-Type": "application/gzip"})
+
+        for body, says in ((archive({"../evil.py": b"x"}), "outside the working folder"),
+                           (archive({"/etc/evil": b"x"}), "outside the working folder"),
+                           (archive({"a.py": b"x"}, {"link": "/etc/passwd"}), "not a plain file"),
+                           (b"not a tar", "expected a gzipped tar"),
+                           (archive({"big": b"0" * 50_000}), "unpacked it would exceed")):
+            r = post(body)
+            assert r.status_code == 422 and says in r.json()["detail"], (says, r.text)
+        r = post(b"0" * 5000)
+        assert r.status_code == 413 and "over 4096 bytes" in r.json()["detail"]
+        good = post(archive({"src": None, "src/train.py": b"print('hi')\n"}))
+        assert good.status_code == 201 and good.json()["files"] == 2
+        upload = good.json()["id"]
+        job = {"script": "src/train.py", "epochs": 1, "deadline_s": 60, "profile": "one",
+               "working_dir": upload}
+        assert c.post("/jobs", headers=ADMIN, json={**job, "script": "nope.py"}).json()[
+            "detail"].startswith("script: 'nope.py' is not a file of the uploaded folder")
+        bob = {"Authorization": "Bearer " + c.post("/tokens", headers=ADMIN,
+                                                     json={"user": "bob"}).json()["token"]}
+        r = c.post("/jobs", headers=bob, json=job)  # not bob's upload
+        assert r.status_code == 404 and "no upload" in r.json()["detail"]
+        made = c.post("/jobs", headers=ADMIN, json=job)
+        assert made.status_code == 201, made.text
+        workdir = config.data_dir / "jobs" / made.json()["id"] / "workdir"
+        assert (workdir / "src" / "train.py").read_text() == "print('hi')\n"
+
+
+def test_a_job_runs_in_its_copy_of_the_working_dir(tmp_path):
+    config = write_service_files(tmp_path / "svc", extra="public_url: http://127.0.0.1:{port}\n")
+    port = free_port()
+    config.write_text(config.read_text().replace("{port}", str(port)))
+    project = tmp_path / "project"
+    (project / "data").mkdir(parents=True)
+    (project / "data" / "message.txt").write_text("hello from the working folder\n")
+    (project / "job.py").write_text(
+        "import os\nprint(open('data/message.txt').read().strip(), 'in', os.getcwd())\n")
+    (project / ".git").mkdir()
+    (project / ".git" / "secret").write_text("not sent")
+    service = Service(config, port)
+    service.start()
+    try:
+        code, out = cli("submit", str(project / "job.py"), "--working-dir", str(project),
+                        "--epochs", "1", "--deadline", "1h", "--profile", "one", "--json",
+                        token=TOKEN, url=service.url)
+        assert code == 0, out
+        job = json.loads(out)
+        done = wait_for(lambda: (lambda j: j if j["state"] in ("completed", "failed") else None)(
+            service.get(f"/jobs/{job['id']}")), timeout=120, what="the job to end")
+        assert done["state"] == "completed", done
+        log = service.get_text(f"/jobs/{job['id']}/logs")
+        copy = tmp_path / "svc" / "state" / "jobs" / job["id"] / "workdir"
+        assert f"hello from the working folder in {copy}" in log
+        assert not (copy / ".git").exists()  # .git stays home
+        code, out = cli("submit", str(tmp_path / "elsewhere.py"), "--working-dir", str(project),
+                        "--epochs", "1", "--deadline", "1h", "--profile", "one",
+                        token=TOKEN, url=service.url)
+        assert code == 2 and "is not inside --working-dir" in out
+    finally:
+        service.stop()

@@ -48,18 +48,22 @@ def assert_each_epoch_once(log: str, epochs: int) -> None:
     assert sorted(seen) == list(range(1, epochs + 1))
 
 
-def test_a_killed_training_process_restarts_from_its_checkpoint(tmp_path):
-    def kill(launchers, trainers):
-        for pid in trainers:
-            os.kill(pid, signal.SIGKILL)
+def start_job(client, min_epochs: int) -> str:
+    """A 12-epoch job, once it has done `min_epochs` and its processes are alive."""
+    job_id = client.post("/jobs", headers=ADMIN, json=train_job(
+        12, deadline_s=3600, profile="one", samples=80000)).json()["id"]
+    wait_for(lambda: client.get(f"/jobs/{job_id}", headers=ADMIN).json()["epochs_done"]
+             >= min_epochs and all(processes(job_id)), timeout=120,
+             what="progress and live processes")
+    return job_id
 
+
+def test_a_killed_training_process_restarts_from_its_checkpoint(tmp_path):
     config = read_service_config(write_service_files(tmp_path, nodes=ONE_GPU))
     with TestClient(create_app(config, admin_token="admin-secret")) as client:
-        job_id = client.post("/jobs", headers=ADMIN, json=train_job(
-            12, deadline_s=3600, profile="one", samples=80000)).json()["id"]
-        wait_for(lambda: client.get(f"/jobs/{job_id}", headers=ADMIN).json()["epochs_done"] >= 3
-                 and all(processes(job_id)), timeout=120, what="progress and live processes")
-        kill(*processes(job_id))
+        job_id = start_job(client, 3)
+        for pid in processes(job_id)[1]:
+            os.kill(pid, signal.SIGKILL)
         job = wait_for(lambda: (lambda j: j if j["state"] in ("completed", "failed") else None)(
             client.get(f"/jobs/{job_id}", headers=ADMIN).json()), timeout=180,
             what="the job to end")
@@ -75,10 +79,7 @@ def test_a_job_killed_more_often_than_max_retries_fails_with_the_reason(tmp_path
     config = read_service_config(write_service_files(tmp_path, nodes=ONE_GPU,
                                                      extra="max_retries: 0\n"))
     with TestClient(create_app(config, admin_token="admin-secret")) as client:
-        job_id = client.post("/jobs", headers=ADMIN, json=train_job(
-            12, deadline_s=3600, profile="one", samples=80000)).json()["id"]
-        wait_for(lambda: client.get(f"/jobs/{job_id}", headers=ADMIN).json()["epochs_done"] >= 1
-                 and all(processes(job_id)), timeout=120, what="progress and live processes")
+        job_id = start_job(client, 1)
         for pid in processes(job_id)[1]:
             os.kill(pid, signal.SIGKILL)
         job = wait_for(lambda: (lambda j: j if j["state"] == "failed" else None)(
@@ -89,10 +90,7 @@ def test_a_job_killed_more_often_than_max_retries_fails_with_the_reason(tmp_path
 def test_a_killed_launcher_leaves_no_orphan_and_the_job_runs_once(tmp_path):
     config = read_service_config(write_service_files(tmp_path, nodes=ONE_GPU))
     with TestClient(create_app(config, admin_token="admin-secret")) as client:
-        job_id = client.post("/jobs", headers=ADMIN, json=train_job(
-            12, deadline_s=3600, profile="one", samples=80000)).json()["id"]
-        wait_for(lambda: client.get(f"/jobs/{job_id}", headers=ADMIN).json()["epochs_done"] >= 3
-                 and all(processes(job_id)), timeout=120, what="progress and live processes")
+        job_id = start_job(client, 3)
         launchers, trainers = processes(job_id)
         for pid in launchers:
             os.kill(pid, signal.SIGKILL)

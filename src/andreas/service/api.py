@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
@@ -113,6 +113,16 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
             headers["Allow"] = ", ".join(sorted(methods))
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
 
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(InterfaceError)
+    async def _database_down(request: Request, exc: Exception):
+        """The database is unreachable (PostgreSQL restarting, a network cut): a 503 with a
+        sentence and Retry-After, not a 500 traceback. Running jobs go on meanwhile, and the
+        scheduler retries its decisions until the database is back."""
+        first = str(getattr(exc, "orig", exc)).strip().splitlines()[0][:200]
+        return JSONResponse({"detail": f"the database is unreachable ({first}); try again "
+                                       "shortly"}, status_code=503, headers={"Retry-After": "5"})
+
     @app.exception_handler(Refused)
     async def _refused(request: Request, exc: Refused):
         return JSONResponse(status_code=exc.status, content={"detail": exc.detail})
@@ -173,14 +183,16 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
             with store.session() as s:
                 s.execute(select(1))
             database = "ok"
-        except Exception as exc:  # pragma: no cover - reported, not raised
-            database = f"error: {exc}"
+        except Exception as exc:  # reported, not raised: a 503 below
+            database = f"error: {str(exc).strip().splitlines()[0][:200]}"
         alive = scheduler._thread is not None and scheduler._thread.is_alive()
         failing = scheduler.last_error is not None
         state = ("failing: " + scheduler.last_error) if failing else (
             "running" if alive else "stopped")
-        return {"status": "ok" if database == "ok" and not failing else "degraded",
+        body = {"status": "ok" if database == "ok" and not failing else "degraded",
                 "database": database, "scheduler": state, "failed_ticks": scheduler.errors}
+        # a load balancer takes a service whose database is unreachable out of rotation
+        return JSONResponse(body, status_code=200 if database == "ok" else 503)
 
     @app.get("/whoami", tags=["service"])
     def whoami(user: User = Depends(current_user)):

@@ -8,7 +8,7 @@ from conftest import write_service_files
 from fastapi.testclient import TestClient
 
 from andreas.service.api import create_app
-from andreas.service.config import read_service_config
+from andreas.service.config import ScenarioError, read_service_config
 from andreas.service.jobs import read_tail
 
 ADMIN = {"Authorization": "Bearer admin-secret", "Content-Type": "application/json"}
@@ -161,3 +161,34 @@ def test_a_retried_submission_with_the_same_idempotency_key_makes_one_job(tmp_pa
         assert len(c.get("/jobs", headers=ADMIN).json()) == 3
         bad = c.post("/jobs", headers={**ADMIN, "Idempotency-Key": "x" * 201}, json=GOOD)
         assert bad.status_code == 422 and "idempotency-key" in bad.json()["detail"]
+
+
+def test_scripts_and_workdirs_stay_inside_the_allowed_roots(tmp_path):
+    import os
+
+    allowed, outside = tmp_path / "allowed", tmp_path / "outside"
+    (allowed / "proj").mkdir(parents=True)
+    outside.mkdir()
+    (allowed / "proj" / "train.py").write_text("print('ok')\n")
+    (outside / "evil.py").write_text("print('evil')\n")
+    os.symlink(outside / "evil.py", allowed / "proj" / "link.py")  # a link that leads out
+    path = write_service_files(tmp_path / "svc", extra=f"allowed_roots: [{allowed}]\n")
+    config = read_service_config(path)
+    assert config.allowed_roots == (allowed.resolve(),)
+    with TestClient(create_app(config, admin_token="admin-secret", run_scheduler=False)) as c:
+        def submit(**fields):
+            return c.post("/jobs", headers=ADMIN, json={"epochs": 1, "deadline_s": 60,
+                                                        "profile": "one", **fields})
+
+        assert submit(script=str(allowed / "proj" / "train.py")).status_code == 201
+        assert submit(script="train.py", workdir=str(allowed / "proj")).status_code == 201
+        for fields in ({"script": str(outside / "evil.py")},
+                       {"script": str(allowed / "proj" / "link.py")},
+                       {"script": str(allowed / "proj" / ".." / ".." / "outside" / "evil.py")},
+                       {"command": ["true"], "workdir": str(outside)}):
+            r = submit(**fields)
+            assert r.status_code == 400, (fields, r.text)
+            assert "is outside the folders jobs may use" in r.json()["detail"]
+    bad = write_service_files(tmp_path / "bad", extra="allowed_roots: [/no/such/folder]\n")
+    with pytest.raises(ScenarioError, match=r"allowed_roots\[0\]"):
+        read_service_config(bad)

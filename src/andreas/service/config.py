@@ -62,6 +62,7 @@ class ServiceConfig:
     quotas: Quotas = field(default_factory=Quotas)  # per-user limits (quotas.py)
     max_retries: int = 3  # restarts from the checkpoint after a run is killed (OOM, signal)
     max_upload_bytes: int = 100 * 1024 * 1024  # a working folder sent with a job (gzipped)
+    allowed_roots: tuple[Path, ...] = ()  # scripts and workdirs must lie inside (empty: anywhere)
 
     def with_database(self, url: str | None) -> "ServiceConfig":
         if not url:
@@ -181,7 +182,25 @@ def read_service_config(path: str | Path) -> ServiceConfig:
         quotas=_quotas(doc),
         max_retries=int(doc.number("max_retries", default=3, minimum=0)),
         max_upload_bytes=int(doc.number("max_upload_bytes", default=100 * 1024 * 1024,
-                                        positive=True)))
+                                        positive=True)),
+        allowed_roots=_roots(doc, base))
+
+
+def _roots(doc, base: Path) -> tuple[Path, ...]:
+    """`allowed_roots: [folder, ...]`, relative to the configuration's folder; each must exist."""
+    item = doc.get("allowed_roots")
+    if item is None or item.value is None:
+        return ()
+    if not isinstance(item.value, list):
+        raise doc.error("allowed_roots", "expected a list of folders", item.line)
+    roots = []
+    for i, located in enumerate(item.value):
+        folder = (base / str(located.value)).resolve() if isinstance(located.value, str) else None
+        if folder is None or not folder.is_dir():
+            raise doc.error(f"allowed_roots[{i}]", f"expected an existing folder, got "
+                            f"{located.value!r}", located.line)
+        roots.append(folder)
+    return tuple(roots)
 
 
 def _quotas(doc) -> Quotas:

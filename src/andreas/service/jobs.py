@@ -109,6 +109,18 @@ def refuse_if_late(scheduler: Scheduler, row: JobRow, prefix: str) -> None:
                                  f"{iso(row.due_date)} (it would start at "
                                  f"{iso(f.start or row.submitted_at)}); not accepted")
 
+def confined(config: ServiceConfig, field: str, path: Path) -> None:
+    """Refuse (400) a path outside every folder of `allowed_roots` (service.yaml), judged on
+    its real path: no '..' and no symbolic link leads out. No roots: no confinement."""
+    if not config.allowed_roots:
+        return
+    real = path.resolve()
+    if not any(real == root or root in real.parents for root in config.allowed_roots):
+        raise Refused(400, f"{field}: {str(path)!r} is outside the folders jobs may use "
+                           f"(allowed_roots in service.yaml: "
+                           f"{', '.join(str(r) for r in config.allowed_roots)})")
+
+
 def validate_submission(config: ServiceConfig, body: JobSubmit, now: float,
                         owner_id: int | None = None) -> JobRow:
     def bad(message: str):
@@ -140,9 +152,12 @@ def validate_submission(config: ServiceConfig, body: JobSubmit, now: float,
             script = Path(body.workdir) / script if not script.is_absolute() else script
         if not script.is_file():
             bad(f"script: no such file {str(script)!r} on the service's machine")
+        confined(config, "script", script)
         command = [sys.executable, str(script.resolve()), *body.args]
     if body.workdir and not Path(body.workdir).is_dir():
         bad(f"workdir: no such directory {body.workdir!r}")
+    if body.workdir:
+        confined(config, "workdir", Path(body.workdir))
     if (body.due_date is None) == (body.deadline_s is None):
         bad("give exactly one of 'due_date' (Unix time) or 'deadline_s' (seconds from now)")
     due = body.due_date if body.due_date is not None else now + float(body.deadline_s or 0.0)

@@ -10,6 +10,8 @@
 # make screenshots - the dashboard's pages in that browser at 1280x800, into docs/img
 # make bench-service - 1000 submissions, 100 in flight, to a real andreas serve: latency
 #              percentiles, errors, jobs listed afterwards; appends to bench/service-load.md
+# make chaos - kill -9 the service at 20 random moments of a real workload, on SQLite and on
+#              PostgreSQL; then check every job; appends to docs/chaos.md (about 10 minutes)
 # make bench-scale - the whole Philly trace with every fast policy in 300 s rounds (needs
 #              ../shared/data; about 20 minutes); writes bench/scale.md
 PYTHON ?= python3
@@ -17,7 +19,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint zoo bench bench-scale bench-service install install-browser screenshots clean
+.PHONY: demo test lint zoo bench bench-scale bench-service chaos install install-browser screenshots clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -63,6 +65,10 @@ bench: $(STAMP)
 
 bench-service: $(STAMP)
 	$(BIN)/python bench/service_load.py --jobs 1000 --in-flight 100 --out bench/service-load.md
+
+chaos: $(STAMP)
+	$(BIN)/python bench/chaos.py --kills 20 --database sqlite --out docs/chaos.md
+	$(BIN)/python bench/chaos.py --kills 20 --database postgresql --out docs/chaos.md
 
 bench-scale: $(STAMP)
 	$(BIN)/python bench/scale_bench.py --out bench/scale.md

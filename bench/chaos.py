@@ -16,17 +16,15 @@ import argparse
 import datetime as dt
 import os
 import random
-import secrets
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import httpx
 import psutil
+
+from andreas.service.sandbox import LocalService
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN = ROOT / "examples" / "train_numpy.py"
@@ -43,44 +41,6 @@ nodes:
 PROFILES = "profile,gpu_type,gpus,seconds_per_epoch\nmlp,fast,1,0.3\nmlp,fast,2,0.2\n"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Service:
-    def __init__(self, config: Path, port: int, token: str, database_url: str | None) -> None:
-        self.config, self.port, self.token, self.database_url = config, port, token, database_url
-        self.url = f"http://127.0.0.1:{port}"
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        extra = ["--database-url", self.database_url] if self.database_url else []
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "andreas", "serve", "--config", str(self.config), "--port",
-             str(self.port), *extra], env=dict(os.environ, ANDREAS_ADMIN_TOKEN=self.token),
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise SystemExit("the service did not start")
-
-    def kill9(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=30)
-
-    def get(self, path: str):
-        return httpx.get(self.url + path, headers={"Authorization": f"Bearer {self.token}"},
-                         timeout=30)
-
-
 def epochs_once(log: str, epochs: int) -> bool:
     done = [int(line.split()[1]) for line in log.splitlines()
             if line.startswith("epoch ") and " done" in line]
@@ -91,13 +51,6 @@ def campaign(kills: int, database: str, seed: int) -> dict:
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
-        (d / "cluster.yaml").write_text(CLUSTER)
-        (d / "profiles.csv").write_text(PROFILES)
-        port = free_port()
-        (d / "service.yaml").write_text(
-            "cluster: cluster.yaml\nprofiles: profiles.csv\ndata_dir: state\npolicy: andreas\n"
-            f"policy_options: {{seed: 1, hold_share: null}}\nperiod_s: null\ngrace_s: 5\n"
-            f"poll_s: 0.2\npublic_url: http://127.0.0.1:{port}\n")
         pg = None
         url = None
         if database == "postgresql":
@@ -106,7 +59,9 @@ def campaign(kills: int, database: str, seed: int) -> dict:
             pg = pgserver.get_server(d / "pg", cleanup_mode="stop")
             pg.psql("CREATE DATABASE chaos;")
             url = pg.get_uri("chaos").replace("postgresql://", "postgresql+psycopg://", 1)
-        service = Service(d / "service.yaml", port, secrets.token_urlsafe(16), url)
+        service = LocalService(d / "svc", CLUSTER, PROFILES, database_url=url, options=(
+            "policy: andreas\npolicy_options: {seed: 1, hold_share: null}\nperiod_s: null\n"
+            "grace_s: 5\npoll_s: 0.2\n"))
         service.start()
         submitted: dict[str, int] = {}
         tic = time.monotonic()
@@ -114,9 +69,7 @@ def campaign(kills: int, database: str, seed: int) -> dict:
             for k in range(kills):
                 if k < 8:  # jobs keep arriving during the first kills
                     epochs = rng.choice((10, 20, 30))
-                    r = httpx.post(f"{service.url}/jobs", timeout=30, headers={
-                        "Authorization": f"Bearer {service.token}",
-                        "Idempotency-Key": f"chaos-{k}"}, json={
+                    r = service.post("/jobs", headers={"Idempotency-Key": f"chaos-{k}"}, json={
                         "script": str(TRAIN), "args": ["--samples", "60000"],
                         "epochs": epochs, "deadline_s": 3600, "priority": rng.randint(1, 5),
                         "profile": "mlp"})

@@ -14,17 +14,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import os
-import secrets
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
+
+from andreas.service.sandbox import LocalService
 
 CLUSTER = """\
 energy_price: 0.2
@@ -37,12 +35,6 @@ nodes:
   - {name: n2, gpu_type: fast, gpus: 1}
 """
 PROFILES = "profile,gpu_type,gpus,seconds_per_epoch\none,fast,1,3600\n"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -85,39 +77,17 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path(__file__).with_name("service-load.md"))
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        d = Path(tmp)
-        (d / "cluster.yaml").write_text(CLUSTER)
-        (d / "profiles.csv").write_text(PROFILES)
-        (d / "service.yaml").write_text(
-            "cluster: cluster.yaml\nprofiles: profiles.csv\ndata_dir: state\n"
-            "policy: andreas\npolicy_options: {seed: 1}\nperiod_s: null\ngrace_s: 2\n"
-            "poll_s: 0.5\n")
-        port, token = free_port(), secrets.token_urlsafe(24)
-        url = f"http://127.0.0.1:{port}"
-        server = subprocess.Popen(
-            [sys.executable, "-m", "andreas", "serve", "--config", str(d / "service.yaml"),
-             "--port", str(port)], env=dict(os.environ, ANDREAS_ADMIN_TOKEN=token),
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                try:
-                    if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    time.sleep(0.3)
+        options = "policy: andreas\npolicy_options: {seed: 1}\nperiod_s: null\ngrace_s: 2\n"
+        with LocalService(Path(tmp), CLUSTER, PROFILES, options=options) as service:
             tic = time.perf_counter()
-            latencies, errors = asyncio.run(load(url, token, args.jobs, args.in_flight))
+            latencies, errors = asyncio.run(load(service.url, service.token, args.jobs,
+                                                 args.in_flight))
             wall = time.perf_counter() - tic
-            h = {"Authorization": f"Bearer {token}"}
-            listed = httpx.get(f"{url}/jobs", headers=h, timeout=300).json()
-            decisions = httpx.get(f"{url}/plan", headers=h, timeout=300).json()
+            listed = service.get("/jobs").json()
+            decisions = service.get("/plan").json()
             for job in listed:
                 if job["state"] in ("queued", "running", "paused"):
-                    httpx.post(f"{url}/jobs/{job['id']}/cancel", headers=h, timeout=300)
-        finally:
-            server.terminate()
-            server.wait(timeout=120)
+                    service.post(f"/jobs/{job['id']}/cancel")
     ms = [x * 1000 for x in latencies]
     row = (f"| {dt.date.today()} | {args.jobs} | {args.in_flight} | {statistics.median(ms):.0f} "
            f"| {percentile(ms, 0.95):.0f} | {percentile(ms, 0.99):.0f} | {max(ms):.0f} | "

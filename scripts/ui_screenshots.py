@@ -8,16 +8,14 @@ page taken by Debian's Chromium at 1280x800 (the jobs page at a phone's width to
 from __future__ import annotations
 
 import argparse
-import os
-import secrets
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
+
+from andreas.service.sandbox import LocalService
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN = ROOT / "examples" / "train_numpy.py"
@@ -45,12 +43,6 @@ mlp,T4,2,0.6
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def wait_until(predicate, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -72,22 +64,11 @@ def main() -> int:
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as tmp:
-        d = Path(tmp)
-        (d / "cluster.yaml").write_text(CLUSTER)
-        (d / "profiles.csv").write_text(PROFILES)
-        port = free_port()
-        (d / "service.yaml").write_text(
-            "cluster: cluster.yaml\nprofiles: profiles.csv\ndata_dir: state\nexecutor: local\n"
-            f"policy: andreas\npolicy_options: {{seed: 1}}\nperiod_s: null\ngrace_s: 5\n"
-            f"poll_s: 0.2\npublic_url: http://127.0.0.1:{port}\n")
-        admin = secrets.token_urlsafe(24)
-        url = f"http://127.0.0.1:{port}"
-        server = subprocess.Popen(
-            [sys.executable, "-m", "andreas", "serve", "--config", str(d / "service.yaml"),
-             "--port", str(port)], env=dict(os.environ, ANDREAS_ADMIN_TOKEN=admin),
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+        server = LocalService(Path(tmp), CLUSTER, PROFILES, cwd=ROOT, options=(
+            "policy: andreas\npolicy_options: {seed: 1}\nperiod_s: null\ngrace_s: 5\n"
+            "poll_s: 0.2\n")).start()
+        admin, url = server.token, server.url
         try:
-            wait_until(lambda: httpx.get(f"{url}/healthz").status_code == 200, 60, "the service")
             h = {"Authorization": f"Bearer {admin}"}
             tokens = {u: httpx.post(f"{url}/tokens", headers=h, json={"user": u}).json()["token"]
                       for u in ("alice", "bob")}
@@ -137,8 +118,7 @@ def main() -> int:
             wait_until(lambda: all(j["state"] not in ("queued", "running", "paused") for j in
                                    httpx.get(f"{url}/jobs", headers=h).json()), 60, "cancels")
         finally:
-            server.terminate()
-            server.wait(timeout=30)
+            server.stop()
     print(f"wrote {', '.join(sorted(p.name for p in args.out.glob('ui-*.png')))} to {args.out}")
     return 0
 

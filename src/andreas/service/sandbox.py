@@ -1,0 +1,86 @@
+"""A real `andreas serve` in a folder of its own, for benchmarks, crash campaigns and
+screenshots (bench/service_load.py, bench/chaos.py, scripts/ui_screenshots.py): it writes the
+cluster, profiles and service.yaml, picks a free port, starts the service with a fresh admin
+token as a child process, and can kill and restart it.
+
+    with LocalService(folder, CLUSTER_YAML, PROFILES_CSV) as service:
+        httpx.post(service.url + "/jobs", headers=service.headers, json={...})
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LocalService:
+    def __init__(self, folder: Path, cluster_yaml: str, profiles_csv: str, *,
+                 options: str = "", database_url: str | None = None,
+                 cwd: Path | None = None) -> None:
+        """`options`: more service.yaml lines (policy, period_s, ...), after the defaults."""
+        self.folder, self.database_url, self.cwd = folder, database_url, cwd
+        self.port, self.token = free_port(), secrets.token_urlsafe(24)
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.headers = {"Authorization": f"Bearer {self.token}"}
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "cluster.yaml").write_text(cluster_yaml)
+        (folder / "profiles.csv").write_text(profiles_csv)
+        (folder / "service.yaml").write_text(
+            "cluster: cluster.yaml\nprofiles: profiles.csv\ndata_dir: state\n"
+            f"public_url: {self.url}\n" + options)
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout_s: float = 120.0) -> "LocalService":
+        extra = ["--database-url", self.database_url] if self.database_url else []
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "andreas", "serve", "--config",
+             str(self.folder / "service.yaml"), "--port", str(self.port), *extra],
+            env=dict(os.environ, ANDREAS_ADMIN_TOKEN=self.token), cwd=self.cwd,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"the service at {self.url} did not answer in {timeout_s:.0f} s")
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=120)
+
+    def get(self, path: str) -> httpx.Response:
+        return httpx.get(self.url + path, headers=self.headers, timeout=300)
+
+    def post(self, path: str, **kwargs) -> httpx.Response:
+        return httpx.post(self.url + path, headers={**self.headers,
+                                                     **kwargs.pop("headers", {})},
+                          timeout=300, **kwargs)
+
+    def __enter__(self) -> "LocalService":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

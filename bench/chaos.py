@@ -24,20 +24,11 @@ from pathlib import Path
 
 import psutil
 
+from andreas.service.sandbox import THREE_GPUS as CLUSTER
 from andreas.service.sandbox import LocalService
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN = ROOT / "examples" / "train_numpy.py"
-CLUSTER = """\
-energy_price: 0.2
-pue: 1.0
-restart_overhead_s: 1
-gpu_types:
-  fast: {node_power_w: [400, 700]}
-nodes:
-  - {name: n1, gpu_type: fast, gpus: 2}
-  - {name: n2, gpu_type: fast, gpus: 1}
-"""
 PROFILES = "profile,gpu_type,gpus,seconds_per_epoch\nmlp,fast,1,0.3\nmlp,fast,2,0.2\n"
 
 

@@ -20,6 +20,18 @@ from pathlib import Path
 
 import httpx
 
+# a small cluster for benchmarks: two nodes of one GPU type, 2 + 1 GPUs
+THREE_GPUS = """\
+energy_price: 0.2
+pue: 1.0
+restart_overhead_s: 1
+gpu_types:
+  fast: {node_power_w: [400, 700]}
+nodes:
+  - {name: n1, gpu_type: fast, gpus: 2}
+  - {name: n2, gpu_type: fast, gpus: 1}
+"""
+
 
 def free_port() -> int:
     with socket.socket() as s:

@@ -130,3 +130,16 @@ def test_a_randomised_plan_replaces_the_deterministic_pass_only_if_it_keeps_cost
     assert dict(make_policy("andreas").decide(snap)) == deterministic
     monkeypatch.setattr(greedy_module, "keeps_cost", lambda *a, **kw: True)
     assert dict(make_policy("andreas").decide(snap)) == unchecked
+
+
+def test_a_policy_that_has_decided_can_be_pickled():
+    """A policy carries what it has seen (ArrivalLog) from one decision to the next; it must
+    pickle, so that decisions can run in another process."""
+    import pickle
+
+    sc = scenario(CL, PROFILES, [job("a", due=500.0), job("b", submit=0.0, due=900.0)])
+    policy = make_policy("andreas")
+    policy.decide(snapshot(sc))
+    again = pickle.loads(pickle.dumps(policy))
+    assert dict(again.arrivals.profiles) == {"p": dict(PROFILES["p"])}
+    assert dict(again.decide(snapshot(sc))) == dict(policy.decide(snapshot(sc)))

@@ -63,7 +63,7 @@ class ArrivalLog:
                 work = view.job.epochs * min(g * spe for (_, g), spe in configs.items())
                 self.seen[view.job_id] = (view.job.submit_time, work)
                 self.jobs[view.job_id] = view.job
-                self.profiles[view.job.profile] = configs
+                self.profiles[view.job.profile] = dict(configs)  # picklable
         if len(self.seen) > 2 * self.window:
             newest = sorted(self.seen.items(), key=lambda kv: kv[1][0])[-self.window:]
             self.seen = dict(newest)

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from andreas.cli import app
 from andreas.client import ApiError, Client, _new_text, resolve_settings
-from andreas.client_cli import parse_due, parse_duration
+from andreas.clock import parse_due, parse_duration
 from andreas.errors import AndreasError
 from andreas.service.api import create_app
 from andreas.service.config import read_service_config

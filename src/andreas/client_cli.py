@@ -6,9 +6,7 @@ file (see `andreas.client`)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -18,6 +16,7 @@ import typer
 from rich.table import Table
 
 from .client import Client, Job, Token
+from .clock import local_time, parse_due, parse_duration
 from .console import console, user_errors
 from .errors import AndreasError
 
@@ -28,51 +27,12 @@ TOKEN = typer.Option(None, "--token", envvar="ANDREAS_TOKEN", show_envvar=True,
                      help="Your API token (else the client file's).")
 AS_JSON = typer.Option(False, "--json", help="Print the service's JSON answer instead.")
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
-
-
-def parse_duration(text: str, what: str = "--deadline") -> float:
-    """'90' (seconds), '90s', '15m', '2h', '1d12h', '1.5h' -> seconds."""
-    text = text.strip().lower()
-    try:
-        seconds = float(text)
-    except ValueError:
-        parts = _DURATION.findall(text)
-        if not parts or "".join(n + u for n, u in parts) != text:
-            raise AndreasError(f"{what}: expected a duration like 90, 45m, 2h or 1d12h, got "
-                               f"{text!r}") from None
-        seconds = sum(float(n) * _UNITS[u] for n, u in parts)
-    if not seconds > 0:
-        raise AndreasError(f"{what}: expected a positive duration, got {text!r}")
-    return seconds
-
-
-def parse_due(text: str) -> float:
-    """An ISO 8601 date and time ('2026-12-24T18:00', local time unless it names a zone)."""
-    try:
-        when = dt.datetime.fromisoformat(text)
-    except ValueError:
-        raise AndreasError(f"--due: expected an ISO date and time like 2026-12-24T18:00, got "
-                           f"{text!r}") from None
-    return when.timestamp()
-
-
 def _client(url: str | None, token: str | None) -> Client:
     return Client(url, token)
 
 
 def _print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
-
-
-def _when(t: float | None, now: float) -> str:
-    """A time as the local clock shows it (with the date when not today)."""
-    if t is None:
-        return "-"
-    moment = dt.datetime.fromtimestamp(t)
-    today = dt.datetime.fromtimestamp(now).date()
-    return moment.strftime("%H:%M:%S" if moment.date() == today else "%Y-%m-%d %H:%M")
 
 
 def _eur(value: float | None) -> str:
@@ -94,9 +54,9 @@ def jobs_table(jobs: list[Job], now: float) -> Table:
         t.add_column(name, overflow="fold")
     for j in jobs:
         t.add_row(j.id, j.name, j.owner, j.state, f"{j.epochs_done:g}/{j.epochs:g}",
-                  j.node or "-", _when(j.predicted_start if j.state in ("queued", "paused")
+                  j.node or "-", local_time(j.predicted_start if j.state in ("queued", "paused")
                                        else j.raw.get("first_started_at"), now),
-                  _when(j.predicted_completion, now), _when(j.due_date, now),
+                  local_time(j.predicted_completion, now), local_time(j.due_date, now),
                   _eur(j.predicted_cost), _timing(j), j.reason or "")
     return t
 
@@ -186,9 +146,9 @@ def submit_cmd(
     now = time.time()
     console.print(f"submitted {job.id} ({job.name}): {job.state}", highlight=False)
     if job.predicted_completion is not None:
-        console.print(f"forecast: start {_when(job.predicted_start, now)}, end "
-                      f"{_when(job.predicted_completion, now)} ({_timing(job)}, due "
-                      f"{_when(job.due_date, now)}), cost {_eur(job.predicted_cost)} EUR",
+        console.print(f"forecast: start {local_time(job.predicted_start, now)}, end "
+                      f"{local_time(job.predicted_completion, now)} ({_timing(job)}, due "
+                      f"{local_time(job.due_date, now)}), cost {_eur(job.predicted_cost)} EUR",
                       highlight=False)
     if job.reason:
         console.print(f"waiting: {job.reason}", highlight=False)
@@ -248,9 +208,9 @@ def show_cmd(job_id: str = typer.Argument(..., help="A job id."),
         ("state", job.state + (f": {job.message}" if job.message else "")),
         ("progress", f"{job.epochs_done:g} of {job.epochs:g} epochs"),
         ("command", " ".join(raw.get("command", []))),
-        ("due", f"{_when(job.due_date, now)}, {job.weight:g} EUR per second late"),
-        ("forecast", f"start {_when(job.predicted_start, now)}, end "
-                     f"{_when(job.predicted_completion, now)}, {_eur(job.predicted_cost)} EUR "
+        ("due", f"{local_time(job.due_date, now)}, {job.weight:g} EUR per second late"),
+        ("forecast", f"start {local_time(job.predicted_start, now)}, end "
+                     f"{local_time(job.predicted_completion, now)}, {_eur(job.predicted_cost)} EUR "
                      f"({_timing(job)})"),
         ("cost so far", ", ".join(f"{k.removesuffix('_cost')} {_eur(v)} EUR"
                                   for k, v in measured.items()
@@ -258,7 +218,7 @@ def show_cmd(job_id: str = typer.Argument(..., help="A job id."),
          or "-"),
     ]
     if job.reason:
-        held = f" (held until {_when(job.held_until, now)})" if job.held_until else ""
+        held = f" (held until {local_time(job.held_until, now)})" if job.held_until else ""
         lines.insert(2, ("waiting", job.reason + held))
     for label, text in lines:
         console.print(f"[bold]{label:>12}[/bold]  {text}", highlight=False)
@@ -270,7 +230,7 @@ def show_cmd(job_id: str = typer.Argument(..., help="A job id."),
             epochs = f"{r['epochs_at_start']:g}->" + (
                 "" if r["epochs_at_end"] is None else f"{r['epochs_at_end']:g}")
             t.add_row(str(r["id"]), r["node"], f"{r['gpu_type']} {r['gpu_indices']}",
-                      _when(r["started_at"], now), _when(r["ended_at"], now), epochs,
+                      local_time(r["started_at"], now), local_time(r["ended_at"], now), epochs,
                       r["stop_reason"] or (f"exit {r['exit_code']}" if r["exit_code"]
                                            is not None else r["state"]))
         console.print(t)
@@ -325,7 +285,7 @@ def plan_cmd(url: Optional[str] = URL, token: Optional[str] = TOKEN,
         _print_json(plan)
         return
     now = time.time()
-    console.print(f"decision {plan['decisions']} at {_when(plan['time'], now)} by "
+    console.print(f"decision {plan['decisions']} at {local_time(plan['time'], now)} by "
                   f"{plan['policy']} ({plan['source']}, {plan['decision_seconds'] or 0:.3f} s); "
                   f"predicted cost of the jobs shown: {plan['predicted_total_cost']:.4f} EUR",
                   highlight=False)
@@ -337,11 +297,11 @@ def plan_cmd(url: Optional[str] = URL, token: Optional[str] = TOKEN,
         a, f, w = (plan["assignments"].get(job_id), forecast.get(job_id, {}),
                    plan["waiting"].get(job_id))
         t.add_row(job_id, a["node"] if a else "-", str(a["gpus"]) if a else "-",
-                  _when(f.get("start"), now), _when(f.get("completion"), now),
+                  local_time(f.get("start"), now), local_time(f.get("completion"), now),
                   _eur(f.get("total_cost")), w["text"] if w else "")
     console.print(t)
     if plan.get("revisit_at"):
-        console.print(f"revisits held jobs at {_when(plan['revisit_at'], now)}",
+        console.print(f"revisits held jobs at {local_time(plan['revisit_at'], now)}",
                       highlight=False)
 
 
@@ -398,8 +358,8 @@ def tokens_table(tokens: list[Token], now: float) -> Table:
         t.add_column(name)
     for tok in tokens:
         status = "revoked" if tok.revoked else ("valid" if tok.valid else "expired")
-        t.add_row(str(tok.id), tok.user, tok.role, _when(tok.created_at, now),
-                  _when(tok.expires_at, now) if tok.expires_at else "never", status)
+        t.add_row(str(tok.id), tok.user, tok.role, local_time(tok.created_at, now),
+                  local_time(tok.expires_at, now) if tok.expires_at else "never", status)
     return t
 
 

@@ -22,6 +22,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 from sqlalchemy import select
 
+from ..clock import local_time, parse_duration
 from ..service.db import FINAL_STATES, RunRow, User
 from ..service.jobs import (
     Refused,
@@ -43,18 +44,7 @@ LOGIN_NONCE = "andreas_login"
 SESSION_S = 12 * 3600  # the cookie's life; the token's own expiry and revocation still apply
 
 templates = Jinja2Templates(directory=str(HERE / "templates"))
-
-
-def _clock(t: float, now: float) -> str:
-    """A time as the service's clock shows it: the time of day, with the date when not
-    today."""
-    import datetime as dt
-
-    moment, today = dt.datetime.fromtimestamp(t), dt.datetime.fromtimestamp(now).date()
-    return moment.strftime("%H:%M:%S" if moment.date() == today else "%Y-%m-%d %H:%M")
-
-
-templates.env.filters["clock"] = _clock
+templates.env.filters["clock"] = local_time
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
 
@@ -259,7 +249,6 @@ def submit_form(request: Request):
 
 def _submission(form: dict) -> JobSubmit:
     """A JobSubmit from the form's fields (text), or Refused(422) naming the field."""
-    from ..client_cli import parse_duration
     from ..errors import AndreasError
 
     def number(name: str, kind=float):

@@ -32,6 +32,7 @@ from .db import JobRow, RunRow, Token, User
 from .jobs import (
     Refused,
     accept,
+    gpu_holders,
     job_out,
     logs_tail,
     owned_job_ids,
@@ -39,6 +40,7 @@ from .jobs import (
     run_out,
     validate_submission,
     visible_job,
+    visible_jobs,
 )
 from .limits import BodyLimit, SecurityHeaders
 from .metrics import metrics_text
@@ -285,14 +287,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
                                             description="queued, running, paused, completed, "
                                                         "failed, cancelled, timeout"),
                   user: User = Depends(current_user)):
-        measured = scheduler.measured()["jobs"]
-        with store.session() as s:
-            query = select(JobRow).order_by(JobRow.submitted_at, JobRow.id)
-            if user.role != "admin":
-                query = query.where(JobRow.owner_id == user.id)
-            if state:
-                query = query.where(JobRow.state == state)
-            return [job_out(s, j, scheduler, measured.get(j.id)) for j in s.scalars(query)]
+        return visible_jobs(store, scheduler, user, state)
 
     @app.get("/jobs/{job_id}", tags=["jobs"], response_model=JobOut)
     def show_job(job_id: str, user: User = Depends(current_user)):
@@ -361,14 +356,8 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
     @app.get("/nodes", tags=["cluster"], response_model=list[NodeOut])
     def nodes(user: User = Depends(current_user)):
         """GPUs and who holds them; a user sees other users' jobs only as "busy"."""
-        busy: dict[str, dict[str, str]] = {}
         with store.session() as s:
-            owned = owned_job_ids(s, user)
-            for run in s.scalars(select(RunRow).where(RunRow.state.in_(("starting",
-                                                                         "running")))):
-                shown = run.job_id if owned is None or run.job_id in owned else "busy"
-                for i in run.gpu_indices:
-                    busy.setdefault(run.node, {})[str(i)] = shown
+            busy = gpu_holders(s, owned_job_ids(s, user))
         drained = store.drained_nodes()
         return [NodeOut(name=n.name, gpu_type=n.gpu_type, gpus=n.gpus,
                         gpu_indices=list(n.gpu_indices), busy=busy.get(n.name, {}),

@@ -43,6 +43,44 @@ def visible_job(s, job_id: str, user: User) -> JobRow:
         raise Refused(403, f"job {job_id!r} belongs to another user")
     return job
 
+def visible_jobs(store: Store, scheduler: Scheduler, user: User, state: str | None = None,
+                 owner: str | None = None, newest_first: bool = False) -> list[JobOut]:
+    """The jobs `user` may see, with what they cost so far, oldest first (or newest):
+    filtered by state, and for an admin by the owner's name."""
+    measured = scheduler.measured()["jobs"]
+    with store.session() as s:
+        order = JobRow.submitted_at.desc() if newest_first else JobRow.submitted_at
+        query = select(JobRow).order_by(order, JobRow.id)
+        if user.role != "admin":
+            query = query.where(JobRow.owner_id == user.id)
+        elif owner:
+            query = query.join(User, JobRow.owner_id == User.id).where(User.name == owner)
+        if state:
+            query = query.where(JobRow.state == state)
+        return [job_out(s, j, scheduler, measured.get(j.id)) for j in s.scalars(query)]
+
+
+def gpu_holders(s, owned: set[str] | None) -> dict[str, dict[str, str]]:
+    """Node -> GPU index -> the job whose live run holds it; a job not in `owned` (None: all
+    are) shows as "busy", so that no user learns another's job ids."""
+    held: dict[str, dict[str, str]] = {}
+    for run in s.scalars(select(RunRow).where(RunRow.state.in_(("starting", "running")))):
+        shown = run.job_id if owned is None or run.job_id in owned else "busy"
+        for i in run.gpu_indices:
+            held.setdefault(run.node, {})[str(i)] = shown
+    return held
+
+
+def gpus_by_type(nodes, held: dict[str, dict[str, str]]) -> dict[str, tuple[int, int]]:
+    """GPU type -> (GPUs, busy GPUs) over `nodes` (the executor's, in their order), from
+    `gpu_holders`."""
+    out: dict[str, tuple[int, int]] = {}
+    for n in nodes:
+        gpus, busy = out.get(n.gpu_type, (0, 0))
+        out[n.gpu_type] = (gpus + n.gpus, busy + len(held.get(n.name, {})))
+    return out
+
+
 def request_cancel(store: Store, scheduler: Scheduler, job_id: str, user: User) -> None:
     """Cancel a job: a queued or paused one at once, a running one at the next tick (stopped
     like a pause). Refused (409) for a job that has ended."""

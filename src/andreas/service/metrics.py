@@ -15,7 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
-from .db import ACTIVE_STATES, FINAL_STATES, JobRow, RunRow
+from .db import ACTIVE_STATES, FINAL_STATES, JobRow
 
 if TYPE_CHECKING:
     from .scheduler import Scheduler
@@ -39,14 +39,13 @@ class ServiceCollector(Collector):
         self.store, self.scheduler = store, scheduler
 
     def collect(self) -> Iterator[Metric]:
+        from .jobs import gpu_holders, gpus_by_type  # (jobs imports the scheduler, which us)
+
         scheduler = self.scheduler
         with self.store.session() as s:
             counts = dict(s.execute(select(JobRow.state, func.count())
                                     .group_by(JobRow.state)).all())
-            busy_by_node: dict[str, int] = {}
-            for run in s.scalars(select(RunRow).where(RunRow.state.in_(("starting",
-                                                                         "running")))):
-                busy_by_node[run.node] = busy_by_node.get(run.node, 0) + len(run.gpu_indices)
+            held = gpu_holders(s, None)
         jobs = GaugeMetricFamily("andreas_jobs", "Jobs by state (queued and paused: the queue).",
                                  labels=["state"])
         for state in ACTIVE_STATES + FINAL_STATES:
@@ -56,14 +55,9 @@ class ServiceCollector(Collector):
                                  labels=["gpu_type"])
         busy = GaugeMetricFamily("andreas_gpus_busy", "GPUs held by running jobs, by type.",
                                  labels=["gpu_type"])
-        total: dict[str, int] = {}
-        held: dict[str, int] = {}
-        for n in scheduler.nodes():
-            total[n.gpu_type] = total.get(n.gpu_type, 0) + n.gpus
-            held[n.gpu_type] = held.get(n.gpu_type, 0) + busy_by_node.get(n.name, 0)
-        for gpu_type in sorted(total):
-            gpus.add_metric([gpu_type], total[gpu_type])
-            busy.add_metric([gpu_type], held[gpu_type])
+        for gpu_type, (total, in_use) in sorted(gpus_by_type(scheduler.nodes(), held).items()):
+            gpus.add_metric([gpu_type], total)
+            busy.add_metric([gpu_type], in_use)
         yield gpus
         yield busy
         measured = scheduler.measured()

@@ -34,9 +34,10 @@ from ..service.jobs import (
     run_out,
     validate_submission,
     visible_job,
+    visible_jobs,
 )
 from ..service.schemas import JobSubmit
-from .views import STATES, cluster_view, forecast_charts, plan_view, user_names, visible_jobs
+from .views import STATES, cluster_view, forecast_charts, plan_view, user_names
 
 HERE = Path(__file__).parent
 SESSION = "andreas_session"
@@ -159,7 +160,7 @@ def jobs_page(request: Request, state: str | None = None, owner: str | None = No
     query = "&".join(f"{k}={quote(v)}" for k, v in (("state", state), ("owner", owner)) if v)
     return page(request, "jobs.html", user, token, state=state, owner=owner, query=query,
                 users=user_names(app.store) if user.role == "admin" else [],
-                jobs=visible_jobs(app.store, app.scheduler, user, state, owner))
+                jobs=visible_jobs(app.store, app.scheduler, user, state, owner, newest_first=True))
 
 
 @router.get("/part/jobs", response_class=HTMLResponse)
@@ -168,7 +169,7 @@ def jobs_part(request: Request, state: str | None = None, owner: str | None = No
     state, owner = _filters(user, state, owner)
     app = request.app.state
     return page(request, "_jobs.html", user, token,
-                jobs=visible_jobs(app.store, app.scheduler, user, state, owner))
+                jobs=visible_jobs(app.store, app.scheduler, user, state, owner, newest_first=True))
 
 
 def _job_context(request: Request, user: User, job_id: str) -> dict:

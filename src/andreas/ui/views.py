@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from ..experiments.figures import power_series
 from ..service.db import ACTIVE_STATES, FINAL_STATES, JobRow, RunRow, User
-from ..service.jobs import job_out, owned_job_ids
+from ..service.jobs import gpu_holders, gpus_by_type, owned_job_ids
 from ..service.scheduler import Scheduler
 from ..service.schemas import JobOut
 from ..service.store import Store
@@ -21,21 +21,6 @@ from .svg import Bar, gantt, job_colour, step_chart
 STATES = ACTIVE_STATES + FINAL_STATES
 PAST_S = 3600.0  # the Gantt chart shows the last hour of runs
 POWER_WINDOW_S = 6 * 3600.0  # and the cluster page the last six hours of power
-
-
-def visible_jobs(store: Store, scheduler: Scheduler, user: User, state: str | None = None,
-                 owner: str | None = None) -> list[JobOut]:
-    """The jobs `user` may see (filtered by state, and for an admin by owner), newest first."""
-    measured = scheduler.measured()["jobs"]
-    with store.session() as s:
-        query = select(JobRow).order_by(JobRow.submitted_at.desc(), JobRow.id)
-        if user.role != "admin":
-            query = query.where(JobRow.owner_id == user.id)
-        elif owner:
-            query = query.join(User, JobRow.owner_id == User.id).where(User.name == owner)
-        if state:
-            query = query.where(JobRow.state == state)
-        return [job_out(s, j, scheduler, measured.get(j.id)) for j in s.scalars(query)]
 
 
 def user_names(store: Store) -> list[str]:
@@ -186,22 +171,15 @@ def cluster_view(store: Store, scheduler: Scheduler, user: User, now: float) -> 
     """Nodes and GPUs busy by type, power now and over the last hours (modelled from busy
     GPUs, as the costs are), costs so far, and how often and how fast decisions are made."""
     with store.session() as s:
-        owned = owned_job_ids(s, user)
+        held = gpu_holders(s, owned_job_ids(s, user))
         runs = list(s.scalars(select(RunRow).where(
             (RunRow.ended_at.is_(None)) | (RunRow.ended_at > now - POWER_WINDOW_S))))
-    live = [r for r in runs if r.ended_at is None]
-    nodes: list[dict] = []
-    by_type: dict[str, dict] = {}
-    for n in scheduler.nodes():
-        held = [r for r in live if r.node == n.name]
-        busy = sum(len(r.gpu_indices) for r in held)
-        jobs = sorted({r.job_id if owned is None or r.job_id in owned else "busy"
-                       for r in held})
-        nodes.append({"name": n.name, "gpu_type": n.gpu_type, "gpus": n.gpus, "busy": busy,
-                      "jobs": jobs})
-        t = by_type.setdefault(n.gpu_type, {"gpu_type": n.gpu_type, "gpus": 0, "busy": 0})
-        t["gpus"] += n.gpus
-        t["busy"] += busy
+    executor_nodes = scheduler.nodes()
+    nodes = [{"name": n.name, "gpu_type": n.gpu_type, "gpus": n.gpus,
+              "busy": len(held.get(n.name, {})), "jobs": sorted(set(held.get(n.name, {}).values()))}
+             for n in executor_nodes]
+    by_type = [{"gpu_type": t, "gpus": gpus, "busy": busy}
+               for t, (gpus, busy) in gpus_by_type(executor_nodes, held).items()]
     cluster, segments = scheduler.segments(runs, now)
     series = power_series(segments, cluster)
     times = [max(float(t), now - POWER_WINDOW_S) for t in series.times]
@@ -213,7 +191,7 @@ def cluster_view(store: Store, scheduler: Scheduler, user: User, now: float) -> 
     recent = [(t, d) for t, d in scheduler.decision_log if t > now - 600.0]
     measured = scheduler.measured()
     return ClusterView(
-        nodes, list(by_type.values()), power_now,
+        nodes, by_type, power_now,
         step_chart(times, values, unit="W", title="Cluster power, last 6 hours (modelled)"),
         {"energy_cost": measured["energy_cost"], "energy_kwh": measured["energy_kwh"],
          "tardiness_cost": measured["tardiness_cost"]},

@@ -15,12 +15,10 @@ from pathlib import Path
 
 import httpx
 
-from andreas.service.sandbox import LocalService
+from andreas.service.sandbox import HEADLESS_CHROMIUM_ARGS, LocalService
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN = ROOT / "examples" / "train_numpy.py"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 
 CLUSTER = """\
 energy_price: 0.2
@@ -85,7 +83,8 @@ def main() -> int:
             wait_until(lambda: sum(j["epochs_done"] > 5 for j in httpx.get(
                 f"{url}/jobs", headers=h).json()) >= 3, 120, "progress")
             with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=args.chromium, args=ARGS)
+                browser = p.chromium.launch(executable_path=args.chromium,
+                                            args=HEADLESS_CHROMIUM_ARGS)
                 page = browser.new_page(viewport={"width": 1280, "height": 800})
                 page.goto(f"{url}/ui/login")
                 page.screenshot(path=str(args.out / "ui-login.png"))

@@ -13,9 +13,8 @@ import pytest
 from conftest import TRAIN, train_job, wait_for, write_service_files
 from test_service_durability import TOKEN, Service, free_port
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run",
-                 "--disable-quic"]
+from andreas.service.sandbox import HEADLESS_CHROMIUM_ARGS
+
 NODES = ("nodes:\n  - {name: n1, gpu_type: fast, gpus: 2}\n"
          "  - {name: n2, gpu_type: slow, gpus: 1}\n")
 
@@ -55,7 +54,7 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+        b = p.chromium.launch(executable_path=chromium_path(), args=HEADLESS_CHROMIUM_ARGS)
         yield b
         b.close()
 

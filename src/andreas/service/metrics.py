@@ -39,7 +39,8 @@ class ServiceCollector(Collector):
         self.store, self.scheduler = store, scheduler
 
     def collect(self) -> Iterator[Metric]:
-        from .jobs import gpu_holders, gpus_by_type  # (jobs imports the scheduler, which us)
+        # (imported here: jobs.py imports the scheduler, which imports this module)
+        from .jobs import gpu_holders, gpus_by_type
 
         scheduler = self.scheduler
         with self.store.session() as s:

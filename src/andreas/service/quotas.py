@@ -27,6 +27,12 @@ class Quotas:
     default: Limits = Limits()
     users: Mapping[str, Limits] = field(default_factory=dict)
 
+    @property
+    def bound_gpus(self) -> bool:
+        """Whether any user's GPUs are bounded (else within_limits has no quota to apply)."""
+        return self.default.max_gpus is not None or any(
+            q.max_gpus is not None for q in self.users.values())
+
     def of(self, user: str) -> Limits:
         """A user's limits: their own entry's, else the default's, field by field."""
         own = self.users.get(user, Limits())

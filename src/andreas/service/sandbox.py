@@ -33,6 +33,13 @@ nodes:
 """
 
 
+# Debian's chromium, headless, for the dashboard's tests and screenshots: no sandbox (as root
+# in CI), and none of the background connections a closed network refuses
+HEADLESS_CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                          "--disable-component-update", "--disable-sync", "--no-first-run",
+                          "--disable-quic"]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

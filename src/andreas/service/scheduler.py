@@ -460,9 +460,7 @@ class Scheduler:
 
     def _within_limits(self, snapshot: Snapshot, plan: dict) -> tuple[dict, dict[str, Reason]]:
         """`plan` less the starts that quotas and drained nodes forbid (quotas.py)."""
-        if not self.drained and not (self.config.quotas.default.max_gpus is not None
-                                     or any(q.max_gpus is not None
-                                            for q in self.config.quotas.users.values())):
+        if not self.drained and not self.config.quotas.bound_gpus:
             return plan, {}
         return within_limits(snapshot, plan, self.owners, self.config.quotas, self.drained)
 

@@ -8,6 +8,7 @@ from helpers import cluster, job, scenario, snapshot
 from andreas.errors import AndreasError
 from andreas.policies import make_policy
 from andreas.policies.orderings import ATC_K
+from andreas.policies.passes import added_energy, greedy_pass
 from andreas.policies.planning import PlanningContext
 from andreas.policies.scoring import lookahead, proxy
 from andreas.sim.engine import simulate
@@ -264,19 +265,24 @@ def test_a_pass_picks_the_configuration_that_adds_least_energy_to_its_node():
                   {"p": {("G", 1): 10.0, ("G", 2): 7.0}}, [job("a", epochs=100.0)])
     ctx = PlanningContext(snapshot(sc))
     # on a node of its own: 1 GPU 530 W x 1000 s = 530 kJ, 2 GPUs 700 W x 700 s = 490 kJ
-    assert ctx.added_energy(0, 4, 1, 1000.0) == pytest.approx(530_000)
-    assert ctx.added_energy(0, 4, 2, 700.0) == pytest.approx(490_000)
+    assert added_energy(ctx, 0, 4, 1, 1000.0) == pytest.approx(530_000)
+    assert added_energy(ctx, 0, 4, 2, 700.0) == pytest.approx(490_000)
     # with one GPU already busy: 1 more adds 170 W x 1000 s, 2 more add 340 W x 700 s
-    assert ctx.added_energy(0, 3, 1, 1000.0) == pytest.approx(170_000)
-    assert ctx.added_energy(0, 3, 2, 700.0) == pytest.approx(238_000)
-    for free, marginal, gpus in (([4], True, 2), ([3], True, 1), ([3], False, 2),
-                                 ([4], False, 2)):
-        node, cand = ctx.place(0, list(free), marginal=marginal)
-        assert (node, cand.gpus) == (0, gpus), (free, marginal)
+    assert added_energy(ctx, 0, 3, 1, 1000.0) == pytest.approx(170_000)
+    assert added_energy(ctx, 0, 3, 2, 700.0) == pytest.approx(238_000)
+    for free, config_energy, gpus in (([4], "marginal", 2), ([3], "marginal", 1),
+                                      ([3], "alone", 2), ([4], "alone", 2)):
+        result = greedy_pass(ctx, [0], free=free, config_energy=config_energy)
+        assert (result.node[0], result.placed(ctx)[0][1].gpus) == (0, gpus), free
+        assert result.free[0] == free[0] - gpus
     # a job that cannot meet its due date still takes the fastest configuration
     late = scenario(sc.cluster, {"p": {("G", 1): 10.0, ("G", 2): 7.0}},
                     [job("a", epochs=100.0, due=500.0)])
-    assert PlanningContext(snapshot(late)).place(0, [3], marginal=True)[1].gpus == 2
+    ctx = PlanningContext(snapshot(late))
+    assert greedy_pass(ctx, [0], free=[3], config_energy="marginal").placed(ctx)[0][1].gpus == 2
+    # no room: the job waits, the node keeps its GPUs
+    result = greedy_pass(ctx, [0], free=[0], config_energy="marginal")
+    assert (result.node[0], result.placed(ctx)[0], result.free[0]) == (-1, None, 0)
 
 
 def test_filled_price_counts_the_jobs_still_to_place_that_could_join_the_node():
@@ -288,30 +294,25 @@ def test_filled_price_counts_the_jobs_still_to_place_that_could_join_the_node():
     ctx = PlanningContext(snapshot(sc))
     # first of three on the empty node, priced as if the other two joined it (2 GPUs busy):
     # 1 GPU adds 870 - 700 = 170 W x 1000 s, 2 GPUs 1040 - 700 = 340 W x 700 s
-    assert ctx.added_energy(0, 4, 1, 1000.0, 2) == pytest.approx(170_000)
-    assert ctx.added_energy(0, 4, 2, 700.0, 2) == pytest.approx(238_000)
+    assert added_energy(ctx, 0, 4, 1, 1000.0, 2) == pytest.approx(170_000)
+    assert added_energy(ctx, 0, 4, 2, 700.0, 2) == pytest.approx(238_000)
     # never more busy GPUs than the node holds: with 3 to come, 2 GPUs are priced on 2 busy
-    assert ctx.added_energy(0, 4, 2, 700.0, 3) == pytest.approx(238_000)
+    assert added_energy(ctx, 0, 4, 2, 700.0, 3) == pytest.approx(238_000)
     for name, gpus in (("marginal", [2, 1, 1]), ("filled", [1, 1, 1])):
-        policy = make_policy("greedy", config_energy=name)
-        placed = policy.build(ctx, [0, 1, 2])
+        placed = greedy_pass(ctx, [0, 1, 2], config_energy=name).placed(ctx)
         assert [e[1].gpus for e in placed] == gpus, name
         # the whole decision (compiled passes and post-processing): marginal runs a on 2 GPUs,
         # 1040 W x 700 s + 700 W x 300 s = 938 kJ; filled all three on one, 870 W x 1000 s
-        plan = policy.decide(snapshot(sc))
+        plan = make_policy("greedy", config_energy=name).decide(snapshot(sc))
         assert sorted(a.gpus for a in plan.values()) == sorted(gpus), name
 
-    # jobs running on another node cannot join this one; those running here and waiting can
-    from andreas.policies.planning import JobsToCome
+    # only jobs that could still join a node count: one placed first on an empty node of two
+    # takes 1 GPU when three more are to come (all waiting), 2 when none is
     two = scenario(cluster([("n1", "G", 4), ("n2", "G", 4)], power), profile,
                    [job(k, epochs=100.0) for k in "abcd"])
-    ctx = PlanningContext(snapshot(two, running={"a": ("n1", 1), "b": ("n2", 1)}))
-    to_come = JobsToCome.of(ctx)
-    assert (to_come.waiting, to_come.on_node) == (2, [1, 1])
-    to_come.remove(ctx.current[0])  # a is placed
-    to_come.remove(None)  # c is placed
-    assert (to_come.joining(0), to_come.joining(1)) == (1, 2)
-
+    ctx = PlanningContext(snapshot(two))
+    assert greedy_pass(ctx, [0, 1, 2, 3], config_energy="filled").placed(ctx)[0][1].gpus == 1
+    assert greedy_pass(ctx, [0], config_energy="filled").placed(ctx)[0][1].gpus == 2
 
 def test_local_search_repacks_a_node_with_its_jobs_on_their_fewest_gpus():
     # The TESLA table again (530/700/870/1040 W), 100 epochs each: 1000 s on 1 GPU, 700 s on 2.

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from .base import Assignment, Plan, Snapshot, register
 from .orderings import ORDERINGS, Ordering
+from .passes import greedy_pass
 from .planning import PlanningContext
 
 
@@ -28,11 +29,13 @@ class OrderedNonPreemptive:
                 free[current[0]] -= current[1]
                 plan[ctx.job_ids[j]] = view.assignment
         waiting = [j for j, v in enumerate(ctx.views) if v.assignment is None]
-        for j in self.order(ctx, waiting):
-            placed = ctx.place(j, free)
-            if placed is not None:
-                node, cand = placed
-                plan[ctx.job_ids[j]] = Assignment(ctx.node_names[node], cand.gpus)
+        if not waiting:
+            return plan
+        result = greedy_pass(ctx, self.order(ctx, waiting), free=free)
+        for j in waiting:
+            if result.node[j] >= 0:
+                plan[ctx.job_ids[j]] = Assignment(ctx.node_names[result.node[j]],
+                                                  int(ctx.table.cg[j, result.cand[j]]))
         return plan
 
 

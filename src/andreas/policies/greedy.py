@@ -12,7 +12,8 @@ On a quiet cluster the chosen plan is then resized (`resizing.py`), and `refine`
 it by the first step of a timeline of the known jobs on fewer powered nodes (`consolidate.py`),
 hold jobs back (`company.py`), defer them for cheaper hours and cap their GPUs' power.
 
-This module is the plain Python reference; `kernel.py` runs the same passes compiled.
+The passes themselves are compiled, in one implementation (`kernel.py`, called through
+`passes.py`); this module chooses among their plans.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import AndreasError
-from . import company, consolidate, power_limits, pricing  # noqa: F401  (register the steps)
+from . import company, consolidate, passes, power_limits, pricing  # noqa: F401  (register the steps)
 from .base import Plan, Snapshot, register
 from .company import DEFAULT_MAX_LOAD, DEFAULT_SHARE, ArrivalLog
 from .consolidate import ARRIVAL_MARGIN
@@ -31,7 +32,7 @@ from .forward_check import keeps_cost
 from .options import dataclass_options, option
 from .orderings import ORDERINGS
 from .pipeline import DEFAULT_STEPS, resolve, run_pipeline
-from .planning import Candidate, JobsToCome, PlanningContext
+from .planning import Candidate, PlanningContext
 from .resizing import climb, evaluation_budget, resized
 from .scoring import SCORES
 
@@ -57,7 +58,8 @@ class GreedyParams:
                         "pressure (the paper's), atc, wspt, edf, fifo, ps")
     extra_orders: tuple[str, ...] = option(
         (), "extra deterministic passes with these orders, right after the main one")
-    impl: str = option("fast", "'fast': the compiled kernel; 'plain': the reference Python")
+    impl: str = option("fast", "'fast': the compiled kernel; 'plain': its loop interpreted "
+                       "(kernel functions' .py_func), for debugging")
     plan_restart_s: float = option(0.0, "plan as if each restart lost at least this long (s)")
     defer: bool = option(True, "with a time-varying price, let jobs with slack wait for "
                          "cheap hours")
@@ -196,54 +198,28 @@ class RandomizedGreedy:
 
     def deterministic_pass(self, ctx: PlanningContext) -> tuple[Placed, float]:
         """Iteration 0's plan (the `greedy` policy's) and its score."""
-        first = self.build(ctx, ordered(ctx, self.params.order))
-        return first, self.post_process(ctx, first, SCORES[self.params.score])
+        p = self.params
+        result = passes.greedy_pass(ctx, ordered(ctx, p.order), config_energy=p.config_energy,
+                                    impl=p.impl)
+        score = passes.post_process(ctx, result, p.score, p.impl)
+        return result.placed(ctx), score
 
     def elite(self, ctx: PlanningContext, size: int | None = None) -> list[ScoredPlan]:
         """The best distinct plans found (at most `size`, default the elite size), cheapest
         first by score (iteration 0 is the deterministic greedy pass, so the best is never
-        worse than it)."""
+        worse than it). Distinct: passes that place every job alike before post-processing
+        count once."""
         p = self.params
         size = p.elite_size if size is None else min(size, p.elite_size)
-        score = SCORES[p.score]
-        order0 = ordered(ctx, p.order)
         iterations = max(1, min(p.max_iterations, self.iteration_cap(ctx)))
         if p.pass_budget:
             iterations = max(1, min(iterations, p.pass_budget // max(1, len(ctx.job_ids))))
         draws = self.draws(ctx, iterations)
-        starts = [order0] + [ordered(ctx, o) for o in p.extra_orders if iterations > 1]
-        if p.impl == "fast":
-            return self._elite_fast(ctx, starts, draws, size)
-        seen: set[tuple] = set()
-        elite: list[ScoredPlan] = []
-        for it in range(max(iterations, len(starts))):
-            if it < len(starts):
-                placed = self.build(ctx, starts[it])
-            else:
-                base = starts[(it - len(starts)) % len(starts)]
-                u = draws[it - len(starts)]
-                placed = self.build(ctx, self.shuffled(ctx, base, u[0]), u[1], u[2])
-            key = self.key(placed)
-            if key in seen:
-                continue
-            cost = self.post_process(ctx, placed, score)
-            scored = ScoredPlan(cost, it, tuple(placed))
-            seen.add(key)
-            elite.append(scored)
-            if len(elite) > 4 * p.elite_size:
-                elite.sort(key=lambda s: (s.score, s.iteration))
-                del elite[p.elite_size:]
-        elite.sort(key=lambda s: (s.score, s.iteration))
-        return elite[:size]
-
-    def _elite_fast(self, ctx: PlanningContext, starts: list[list[int]],
-                    draws: np.ndarray, size: int) -> list[ScoredPlan]:
-        """The same passes as the plain loop, run by the compiled kernel."""
-        from .kernel import run_iterations
-
-        p = self.params
+        starts = [ordered(ctx, p.order)] + [ordered(ctx, o) for o in p.extra_orders
+                                            if iterations > 1]
         k = ctx.packed
-        pre_node, pre_cand, post_node, post_cand, post_moved, scores = run_iterations(
+        pre_node, pre_cand, post_node, post_cand, post_moved, scores = passes.compiled(
+            "run_iterations", p.impl)(
             np.array(starts, np.int64), draws, k.ct, k.cg, k.ctime, k.cen, k.cmov, k.mtime,
             k.nc, k.home, k.home_g, k.due, k.weight, k.wait_penalty, k.pressure_rank,
             k.node_type, k.node_cap, k.power, k.type_capacity, float(ctx.now),
@@ -260,20 +236,10 @@ class RandomizedGreedy:
                 seen.add(key)
                 unique.append(it)
         unique.sort(key=lambda it: (scores[it], it))
-        table = ctx.table
-        elite = []
-        for it in unique[:size]:
-            placed: Placed = [None] * len(ctx.job_ids)
-            jobs = np.nonzero(post_node[it] >= 0)[0]
-            cols = post_cand[it, jobs]
-            for j, n, moved, cand in zip(
-                    jobs.tolist(), post_node[it, jobs].tolist(), post_moved[it, jobs].tolist(),
-                    map(Candidate, table.ct[jobs, cols].tolist(), table.cg[jobs, cols].tolist(),
-                        table.ctime[jobs, cols].tolist(), table.cen[jobs, cols].tolist(),
-                        table.meets[jobs, cols].tolist())):
-                placed[j] = (n, ctx.as_placed(j, n, cand) if moved else cand)
-            elite.append(ScoredPlan(float(scores[it]), it, tuple(placed)))
-        return elite
+        return [ScoredPlan(float(scores[it]), it,
+                           tuple(passes.to_placed(ctx, post_node[it], post_cand[it],
+                                                  post_moved[it])))
+                for it in unique[:size]]
 
     # ------------------------------------------------------------------ steps
     @staticmethod
@@ -287,81 +253,10 @@ class RandomizedGreedy:
         swaps, configuration picks and node picks. Seeded by the policy seed and the decision
         time, so a decision depends on nothing but its snapshot."""
         n = len(ctx.job_ids)
-        passes = max(0, iterations - 1 - len(self.params.extra_orders))
+        randomised = max(0, iterations - 1 - len(self.params.extra_orders))
         key = int(round(ctx.now * 1000.0)) % (2 ** 63)
         rng = np.random.default_rng([self.params.seed, key])
-        return rng.random((passes, 3, n))
-
-    def shuffled(self, ctx: PlanningContext, order: list[int], u: np.ndarray) -> list[int]:
-        """Walk the order, swapping neighbours with probability 0.5 ± π by their weights."""
-        order = list(order)
-        hi, lo = 0.5 + self.params.pi, 0.5 - self.params.pi
-        w = ctx.weight
-        for i in range(len(order) - 1):
-            a, b = order[i], order[i + 1]
-            if u[i] < (hi if w[a] > w[b] else lo):
-                order[i], order[i + 1] = b, a
-        return order
-
-    def build(self, ctx: PlanningContext, order: list[int], u_config: np.ndarray | None = None,
-              u_node: np.ndarray | None = None) -> Placed:
-        free = list(ctx.node_cap)
-        placed: Placed = [None] * len(ctx.job_ids)
-        marginal = self.params.config_energy != "alone"
-        fill = JobsToCome.of(ctx) if self.params.config_energy == "filled" else None
-        for j in order:
-            if fill is not None:
-                fill.remove(ctx.current[j])
-            if u_config is None:
-                placed[j] = ctx.place(j, free, marginal=marginal, fill=fill)
-            else:
-                assert u_node is not None
-                placed[j] = ctx.place(j, free, float(u_config[j]), float(u_node[j]),
-                                      self.params.alpha, self.params.beta, marginal, fill)
-        return placed
-
-    @staticmethod
-    def key(placed: Placed) -> tuple:
-        return tuple(None if e is None else (e[0], e[1].gpus) for e in placed)
-
-    @staticmethod
-    def post_process(ctx: PlanningContext, placed: Placed, score=SCORES["proxy"]) -> float:
-        """Hand idle GPUs of used nodes to the job there whose run time drops most, only when
-        that lowers the plan's score (more busy GPUs draw more power than a shorter run may
-        save). Returns the final score."""
-        free = ctx.free_after(placed)
-        on_node: dict[int, list[int]] = {}
-        for j, e in enumerate(placed):
-            if e is not None:
-                on_node.setdefault(e[0], []).append(j)
-        cost = score(ctx, placed)
-        for n, jobs in on_node.items():
-            while free[n] > 0:
-                options = []
-                for j in jobs:
-                    cur = placed[j][1]
-                    for c in ctx.cands[j]:
-                        if (c.gpu_type == cur.gpu_type and cur.gpus < c.gpus <= cur.gpus + free[n]
-                                and c.time_s < cur.time_s):
-                            options.append((cur.time_s - c.time_s, -j, c))
-                if not options:
-                    break
-                options.sort(key=lambda o: (o[0], o[1]), reverse=True)
-                accepted = False
-                for _, neg_j, c in options:
-                    j = -neg_j
-                    old = placed[j]
-                    placed[j] = (n, ctx.as_placed(j, n, c))
-                    trial = score(ctx, placed)
-                    if trial < cost - 1e-12:
-                        free[n] -= c.gpus - old[1].gpus
-                        cost = trial
-                        accepted = True
-                        break
-                    placed[j] = old
-                if not accepted:
-                    break
-        return cost
+        return rng.random((randomised, 3, n))
 
 
 def ordered(ctx: PlanningContext, order: str) -> list[int]:

@@ -1,10 +1,11 @@
-"""The Randomized Greedy's inner loop, compiled with numba.
+"""The greedy pass, its post-processing, the plan scores and the Randomized Greedy's loop:
+the one implementation, compiled with numba.
 
-The plan scores (`proxy_score`, `lookahead_score`) exist only here: the plain path
-(`scoring.py`) calls them too. The passes mirror the plain Python reference in `greedy.py` /
-`planning.py` step by step (same order of jobs, candidates and nodes, same use of the pre-drawn
-uniforms), so both give the same plans for the same seed; a test checks it. Arrays are built
-once per decision by `pack`.
+Every policy that places jobs greedily (the baselines, `greedy`, `andreas`, `andreas-paper`)
+and every plan score (`scoring.py`) calls these functions; `passes.py` is their Python face.
+Each compiled function keeps its interpreted twin as `.py_func` (the `impl="plain"` option runs
+the loop that way; `NUMBA_DISABLE_JIT=1` interprets every function, for a debugger). Arrays are
+built once per decision by `pack`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from .planning import PlanningContext
+from .planning import PlanningContext, move_pays_overhead, moved_time
 
 INF = np.inf
 
@@ -49,13 +50,13 @@ def pack(ctx: PlanningContext) -> Packed:
     home = np.array([-1 if cur is None else cur[0] for cur in ctx.current], np.int64)
     home_g = np.array([0 if cur is None else cur[1] for cur in ctx.current], np.int64)
     # Moving a running job to another node of its own configuration pays the restart overhead
-    # (PlanningContext.move_pays_overhead / moved_time, for every candidate at once).
+    # (the rule of PlanningContext.as_placed, for every candidate at once).
     node_type = np.array(ctx.node_type, np.int64)
     home_type = np.where(home >= 0, node_type[np.maximum(home, 0)], -1)
-    cmov = (table.real & (ctx.overhead > 0) & (home[:, None] >= 0) & (table.cg == home_g[:, None])
-            & (table.ct == home_type[:, None]))
+    cmov = table.real & move_pays_overhead(ctx.overhead, home_type[:, None], home_g[:, None],
+                                           table.ct, table.cg)
     restart_left = np.array([v.restart_remaining_s for v in ctx.views], float).reshape(J, 1)
-    mtime = np.where(cmov, table.ctime - restart_left + ctx.overhead, table.ctime)
+    mtime = np.where(cmov, moved_time(table.ctime, restart_left, ctx.overhead), table.ctime)
     G = max(len(p) for p in ctx.power)
     power = np.zeros((len(ctx.power), G))
     for t, p in enumerate(ctx.power):
@@ -344,16 +345,205 @@ def _score(use_lookahead, pn, pc, pm, P_ct, P_cg, P_ctime, P_mtime, P_cen, nc, w
 
 
 @njit(cache=True)
+def added_energy(power, typ, cap, free, g, time_s, joining):
+    """Joules `g` more busy GPUs add to a node of GPU type `typ` (`cap` GPUs, `free` of them
+    free) over `time_s`. With `joining` jobs still to place that could join the node (the
+    "filled" price), as if up to that many more of its GPUs were busy: a share of a node the
+    queue fills costs its last GPUs' draw, not its first's."""
+    busy = min(cap - g, cap - free + joining)
+    before = power[typ, busy - 1] if busy > 0 else 0.0
+    return (power[typ, busy + g - 1] - before) * time_s
+
+
+@njit(cache=True)
+def greedy_pass(order, use_rand, u_config, u_node, free, pn, pc, pm, ct, cg, ctime, cmov,
+                mtime, nc, home, home_g, node_type, node_cap, power, overhead_pos, alpha, beta,
+                meets, marginal, filled, type_nodes, type_start):
+    """One greedy pass: each job of `order` in turn gets its preferred candidate that fits
+    (rows of the candidate table are in preference order), placed best fit; GPUs are taken
+    from `free` and the placement written to pn (node, -1: waiting), pc (candidate) and pm
+    (moved: pays the restart overhead). With `use_rand`, the first candidate tried is drawn
+    by u_config[j] among the first max(1, round(alpha x candidates)) and the node by
+    u_node[j] among the max(1, round(beta x fitting)) best fits.
+
+    `marginal`: among the on-time candidates that fit, the one adding least energy to its node
+    (`added_energy`; the first tried on a tie): on a node already drawing its fixed power, one
+    GPU for longer often costs less than two for a shorter time. `filled`: priced as if the
+    jobs of `order` still to place that could join the node (the waiting ones and its own)
+    did."""
+    N = node_type.shape[0]
+    T = type_start.shape[0] - 1
+    order_nodes = np.empty((T, max(N, 1)), np.int64)  # per type, for the added-energy choice
+    counts = np.zeros(node_cap.max() + 2 if N > 0 else 1, np.int64)
+    order_from = np.empty((T, counts.shape[0]), np.int64)  # where free >= g starts
+    order_len = np.zeros(T, np.int64)
+    built = np.full(T, -1, np.int64)
+    waiting_left = 0  # the jobs still to place: waiting, and running on each node
+    here_left = np.zeros(N, np.int64)
+    if filled:
+        for oi in range(order.shape[0]):
+            if home[order[oi]] >= 0:
+                here_left[home[order[oi]]] += 1
+            else:
+                waiting_left += 1
+    for oi in range(order.shape[0]):
+        j = order[oi]
+        n_c = nc[j]
+        if filled:
+            if home[j] >= 0:
+                here_left[home[j]] -= 1
+            else:
+                waiting_left -= 1
+        first = _pick_index(u_config[j], alpha, n_c) if use_rand else 0
+        u = u_node[j] if use_rand else 0.0
+        best_c = -1
+        if marginal:  # the on-time candidate adding least energy to its node
+            best_node = -1
+            best_added = 0.0
+            for tt in range(n_c):
+                c = _tried(tt, first)
+                if not meets[j, c]:
+                    continue
+                # _pick_node's choice, from each type's node order built once per job
+                typ = ct[j, c]
+                g = cg[j, c]
+                h = home[j]
+                if (overhead_pos and h >= 0 and home_g[j] == g and node_type[h] == typ
+                        and free[h] >= g):
+                    node = h
+                else:
+                    if built[typ] != oi:
+                        built[typ] = oi
+                        order_len[typ] = _order_type(typ, h, free, node_type, type_nodes,
+                                                     type_start, order_nodes[typ],
+                                                     order_from[typ], counts)
+                    start = order_from[typ, g]
+                    m = order_len[typ] - start
+                    if m == 0:
+                        continue
+                    k = 0
+                    if use_rand and m > 1:
+                        k = _pick_index(u, beta, m)
+                    node = order_nodes[typ, start + k]
+                joining = waiting_left + here_left[node] if filled else 0
+                added = added_energy(power, typ, node_cap[node], free[node], g,
+                                     _time_of(ctime, cmov, mtime, home, j, c, node), joining)
+                if best_c < 0 or added < best_added:
+                    best_c = c
+                    best_node = node
+                    best_added = added
+            if best_c >= 0:
+                free[best_node] -= cg[j, best_c]
+                pn[j] = best_node
+                pc[j] = best_c
+                pm[j] = cmov[j, best_c] and best_node != home[j]
+        for tt in range(n_c):
+            if best_c >= 0:
+                break
+            c = _tried(tt, first)
+            node = _pick_node(ct, cg, home, home_g, node_type, overhead_pos, j, c, free,
+                              use_rand, u, beta, type_nodes, type_start)
+            if node >= 0:
+                free[node] -= cg[j, c]
+                pn[j] = node
+                pc[j] = c
+                pm[j] = cmov[j, c] and node != home[j]
+                break
+
+
+@njit(cache=True)
+def post_process(pn, pc, pm, free, ct, cg, ctime, cmov, mtime, cen, nc, home, use_lookahead,
+                 wait_penalty, due, weight, pressure_rank, node_type, power, type_capacity,
+                 now, eur):
+    """Hand idle GPUs of used nodes (nodes in the order of the first job placed there) to the
+    job there whose run time drops most, only when that lowers the plan's score (more busy
+    GPUs draw more power than a shorter run may save). Updates pc, pm and `free`; returns
+    the final score."""
+    J = pn.shape[0]
+    N = node_type.shape[0]
+    cost = _score(use_lookahead, pn, pc, pm, ct, cg, ctime, mtime, cen, nc, wait_penalty,
+                  due, weight, pressure_rank, node_type, power, type_capacity, now, eur)
+    first_j = np.full(N, J, np.int64)
+    for j in range(J):
+        if pn[j] >= 0 and first_j[pn[j]] == J:
+            first_j[pn[j]] = j
+    node_order = np.argsort(first_j, kind="mergesort")
+    size = J * max(ct.shape[1], 1) + 1  # at most one option per candidate
+    opt_drop = np.empty(size)
+    opt_j = np.empty(size, np.int64)
+    opt_c = np.empty(size, np.int64)
+    for oi in range(N):
+        n = node_order[oi]
+        if first_j[n] == J:
+            break
+        while free[n] > 0:
+            m = 0
+            for j in range(J):
+                if pn[j] != n:
+                    continue
+                cur_c = pc[j]
+                cur_t = mtime[j, cur_c] if pm[j] else ctime[j, cur_c]
+                cur_g = cg[j, cur_c]
+                for c in range(nc[j]):
+                    if (ct[j, c] == ct[j, cur_c] and cur_g < cg[j, c] <= cur_g + free[n]
+                            and ctime[j, c] < cur_t):
+                        opt_drop[m] = cur_t - ctime[j, c]
+                        opt_j[m] = j
+                        opt_c[m] = c
+                        m += 1
+            if m == 0:
+                break
+            # stable sort by (drop, -j) descending
+            idx = np.arange(m)
+            for a in range(1, m):
+                x = idx[a]
+                b = a - 1
+                while b >= 0:
+                    y = idx[b]
+                    if opt_drop[y] < opt_drop[x] or (opt_drop[y] == opt_drop[x]
+                                                     and -opt_j[y] < -opt_j[x]):
+                        idx[b + 1] = y
+                        b -= 1
+                    else:
+                        break
+                idx[b + 1] = x
+            accepted = False
+            for a in range(m):
+                k = idx[a]
+                j = opt_j[k]
+                c = opt_c[k]
+                old_c = pc[j]
+                old_m = pm[j]
+                pc[j] = c
+                pm[j] = cmov[j, c] and n != home[j]
+                trial = _score(use_lookahead, pn, pc, pm, ct, cg, ctime, mtime, cen, nc,
+                               wait_penalty, due, weight, pressure_rank, node_type, power,
+                               type_capacity, now, eur)
+                if trial < cost - 1e-12:
+                    free[n] -= cg[j, c] - cg[j, old_c]
+                    cost = trial
+                    accepted = True
+                    break
+                pc[j] = old_c
+                pm[j] = old_m
+            if not accepted:
+                break
+    return cost
+
+
+@njit(cache=True)
 def run_iterations(starts, U, ct, cg, ctime, cen, cmov, mtime, nc, home, home_g, due, weight,
                    wait_penalty, pressure_rank, node_type, node_cap, power, type_capacity,
                    now, eur, overhead_pos, pi, alpha, beta, use_lookahead, meets, marginal,
                    filled, type_nodes, type_start):
-    """Every pass of one decision. Returns the placements before post-processing (for
-    de-duplication), after it, and each pass's score."""
+    """Every pass of one decision: the deterministic passes from `starts`, then one randomised
+    pass per row of the uniforms U (neighbour swaps of a start's order by weight with
+    probability 0.5 +- pi, configuration and node draws), each post-processed. Returns the
+    placements before post-processing (for de-duplication), after it, and each pass's
+    score."""
     S, J = starts.shape
     R = U.shape[0]
     I = S + R
-    N = node_type.shape[0]
     pre_node = np.full((I, J), -1, np.int64)
     pre_cand = np.full((I, J), -1, np.int64)
     post_node = np.full((I, J), -1, np.int64)
@@ -361,28 +551,15 @@ def run_iterations(starts, U, ct, cg, ctime, cen, cmov, mtime, nc, home, home_g,
     post_moved = np.zeros((I, J), np.bool_)
     scores = np.empty(I)
     order = np.empty(J, np.int64)
-    T = type_start.shape[0] - 1
-    order_nodes = np.empty((T, max(N, 1)), np.int64)  # per type, for the added-energy choice
-    counts = np.zeros(node_cap.max() + 2 if N > 0 else 1, np.int64)
-    order_from = np.empty((T, counts.shape[0]), np.int64)  # where free >= g starts
-    order_len = np.zeros(T, np.int64)
-    built = np.full(T, -1, np.int64)
-    stamp = 0
+    no_draws = np.zeros(J)
     hi = 0.5 + pi
     lo = 0.5 - pi
-    waiting_all = 0  # every job, for the "filled" price: waiting, and running on each node
-    here_all = np.zeros(N, np.int64)
-    if filled:
-        for j in range(J):
-            if home[j] >= 0:
-                here_all[home[j]] += 1
-            else:
-                waiting_all += 1
-    here_left = np.empty(N, np.int64)
     for it in range(I):
         use_rand = it >= S
         if not use_rand:
             order[:] = starts[it]
+            u_config = no_draws
+            u_node = no_draws
         else:
             order[:] = starts[(it - S) % S]
             u = U[it - S, 0]
@@ -393,151 +570,18 @@ def run_iterations(starts, U, ct, cg, ctime, cen, cmov, mtime, nc, home, home_g,
                 if u[i] < p:
                     order[i] = b
                     order[i + 1] = a
+            u_config = U[it - S, 1]
+            u_node = U[it - S, 2]
         free = node_cap.copy()
-        waiting_left = waiting_all  # the jobs still to place: waiting, and on each node
-        here_left[:] = here_all
         pn = post_node[it]
         pc = post_cand[it]
         pm = post_moved[it]
-        for oi in range(J):
-            j = order[oi]
-            n_c = nc[j]
-            if filled:
-                if home[j] >= 0:
-                    here_left[home[j]] -= 1
-                else:
-                    waiting_left -= 1
-            first = 0
-            if use_rand:
-                first = _pick_index(U[it - S, 1, j], alpha, n_c)
-            u_node = U[it - S, 2, j] if use_rand else 0.0
-            best_c = -1
-            if marginal:  # the on-time candidate adding least energy to its node
-                best_node = -1
-                best_added = 0.0
-                stamp += 1
-                for tt in range(n_c):
-                    c = _tried(tt, first)
-                    if not meets[j, c]:
-                        continue
-                    # _pick_node's choice, from each type's node order built once per job
-                    typ = ct[j, c]
-                    g = cg[j, c]
-                    h = home[j]
-                    if (overhead_pos and h >= 0 and home_g[j] == g and node_type[h] == typ
-                            and free[h] >= g):
-                        node = h
-                    else:
-                        if built[typ] != stamp:
-                            built[typ] = stamp
-                            order_len[typ] = _order_type(typ, h, free, node_type, type_nodes,
-                                                         type_start, order_nodes[typ],
-                                                         order_from[typ], counts)
-                        start = order_from[typ, g]
-                        m = order_len[typ] - start
-                        if m == 0:
-                            continue
-                        k = 0
-                        if use_rand and m > 1:
-                            k = _pick_index(u_node, beta, m)
-                        node = order_nodes[typ, start + k]
-                    busy = node_cap[node] - free[node]
-                    if filled:  # the jobs still to place that could join, as if they did
-                        busy = min(node_cap[node] - g, busy + waiting_left + here_left[node])
-                    before = power[typ, busy - 1] if busy > 0 else 0.0
-                    added = (power[typ, busy + g - 1] - before) * _time_of(
-                        ctime, cmov, mtime, home, j, c, node)
-                    if best_c < 0 or added < best_added:
-                        best_c = c
-                        best_node = node
-                        best_added = added
-                if best_c >= 0:
-                    free[best_node] -= cg[j, best_c]
-                    pn[j] = best_node
-                    pc[j] = best_c
-                    pm[j] = cmov[j, best_c] and best_node != home[j]
-            for tt in range(n_c):
-                if best_c >= 0:
-                    break
-                c = _tried(tt, first)
-                node = _pick_node(ct, cg, home, home_g, node_type, overhead_pos, j, c, free,
-                                  use_rand, u_node, beta, type_nodes, type_start)
-                if node >= 0:
-                    free[node] -= cg[j, c]
-                    pn[j] = node
-                    pc[j] = c
-                    pm[j] = cmov[j, c] and node != home[j]
-                    break
+        greedy_pass(order, use_rand, u_config, u_node, free, pn, pc, pm, ct, cg, ctime, cmov,
+                    mtime, nc, home, home_g, node_type, node_cap, power, overhead_pos, alpha,
+                    beta, meets, marginal, filled, type_nodes, type_start)
         pre_node[it] = pn
         pre_cand[it] = pc
-        # ---- post-processing: hand idle GPUs of used nodes to the job that gains most
-        cost = _score(use_lookahead, pn, pc, pm, ct, cg, ctime, mtime, cen, nc, wait_penalty,
-                      due, weight, pressure_rank, node_type, power, type_capacity, now, eur)
-        first_j = np.full(N, J, np.int64)
-        for j in range(J):
-            if pn[j] >= 0 and first_j[pn[j]] == J:
-                first_j[pn[j]] = j
-        node_order = np.argsort(first_j, kind="mergesort")
-        opt_drop = np.empty(J * 8 + 8)
-        opt_j = np.empty(J * 8 + 8, np.int64)
-        opt_c = np.empty(J * 8 + 8, np.int64)
-        for oi in range(N):
-            n = node_order[oi]
-            if first_j[n] == J:
-                break
-            while free[n] > 0:
-                m = 0
-                for j in range(J):
-                    if pn[j] != n:
-                        continue
-                    cur_c = pc[j]
-                    cur_t = mtime[j, cur_c] if pm[j] else ctime[j, cur_c]
-                    cur_g = cg[j, cur_c]
-                    for c in range(nc[j]):
-                        if (ct[j, c] == ct[j, cur_c] and cur_g < cg[j, c] <= cur_g + free[n]
-                                and ctime[j, c] < cur_t):
-                            if m >= opt_drop.shape[0]:
-                                break
-                            opt_drop[m] = cur_t - ctime[j, c]
-                            opt_j[m] = j
-                            opt_c[m] = c
-                            m += 1
-                if m == 0:
-                    break
-                # stable sort by (drop, -j) descending
-                idx = np.arange(m)
-                for a in range(1, m):
-                    x = idx[a]
-                    b = a - 1
-                    while b >= 0:
-                        y = idx[b]
-                        if opt_drop[y] < opt_drop[x] or (opt_drop[y] == opt_drop[x]
-                                                         and -opt_j[y] < -opt_j[x]):
-                            idx[b + 1] = y
-                            b -= 1
-                        else:
-                            break
-                    idx[b + 1] = x
-                accepted = False
-                for a in range(m):
-                    k = idx[a]
-                    j = opt_j[k]
-                    c = opt_c[k]
-                    old_c = pc[j]
-                    old_m = pm[j]
-                    pc[j] = c
-                    pm[j] = cmov[j, c] and n != home[j]
-                    trial = _score(use_lookahead, pn, pc, pm, ct, cg, ctime, mtime, cen, nc,
-                                   wait_penalty, due, weight, pressure_rank, node_type, power,
-                                   type_capacity, now, eur)
-                    if trial < cost - 1e-12:
-                        free[n] -= cg[j, c] - cg[j, old_c]
-                        cost = trial
-                        accepted = True
-                        break
-                    pc[j] = old_c
-                    pm[j] = old_m
-                if not accepted:
-                    break
-        scores[it] = cost
+        scores[it] = post_process(pn, pc, pm, free, ct, cg, ctime, cmov, mtime, cen, nc, home,
+                                  use_lookahead, wait_penalty, due, weight, pressure_rank,
+                                  node_type, power, type_capacity, now, eur)
     return pre_node, pre_cand, post_node, post_cand, post_moved, scores

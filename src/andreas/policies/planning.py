@@ -1,5 +1,6 @@
-"""Per-snapshot planning tables shared by every policy: candidate configurations, run-time and
-energy estimates, best-fit placement and the paper's proxy cost.
+"""Per-snapshot planning tables shared by every policy: candidate configurations and their
+run-time and energy estimates, and the cluster as indexable lists (the greedy pass that places
+jobs on them is kernel.py's, called through passes.py).
 
 Built once per decision as flat lists indexed by job and node, so the greedy's inner loop does no
 dictionary look-ups of model objects.
@@ -31,11 +32,19 @@ class Candidate:
     meets_due: bool
 
 
-def pick_index(u: float, share: float, n: int) -> int:
-    """Index drawn by the uniform `u` among the first max(1, round(share·n)) of n choices
-    (round half up, the same in the compiled kernel)."""
-    k = max(1, int(share * n + 0.5))
-    return min(int(u * k), k - 1)
+def move_pays_overhead(overhead, home_type, home_gpus, gpu_type, gpus):
+    """Whether a job running on a node of `home_type` with `home_gpus` GPUs (home_type -1: it
+    waits) pays the restart overhead again when its candidate (`gpu_type`, `gpus`) runs on
+    another node: only when its configuration is unchanged, since the candidates of other
+    configurations include the overhead already (stops_job: any move restarts). Elementwise on
+    numpy arrays too (kernel.pack)."""
+    return (overhead > 0) & (home_type >= 0) & (gpus == home_gpus) & (gpu_type == home_type)
+
+
+def moved_time(time_s, restart_left_s, overhead):
+    """Run time of a candidate (`time_s`, counting `restart_left_s` of an unfinished restart
+    on its node) when moved: a whole restart instead. Elementwise on numpy arrays too."""
+    return time_s - restart_left_s + overhead
 
 
 class CandidateTable:
@@ -136,33 +145,6 @@ class _LazyRows(Sequence):
         return row
 
 
-@dataclass
-class JobsToCome:
-    """The jobs a greedy pass has still to place, as those waiting and those running on each
-    node: the ones that could still join a node, for the "filled" price of a configuration."""
-
-    waiting: int
-    on_node: list[int]
-
-    @classmethod
-    def of(cls, ctx: PlanningContext) -> JobsToCome:
-        on_node = [0] * len(ctx.node_cap)
-        for current in ctx.current:
-            if current is not None:
-                on_node[current[0]] += 1
-        return cls(sum(current is None for current in ctx.current), on_node)
-
-    def remove(self, current: tuple[int, int] | None) -> None:
-        """A job (running as `current`, or None) is being placed: no longer to come."""
-        if current is None:
-            self.waiting -= 1
-        else:
-            self.on_node[current[0]] -= 1
-
-    def joining(self, node: int) -> int:
-        return self.waiting + self.on_node[node]
-
-
 class PlanningContext:
     """Everything a policy needs about one snapshot, as indexable lists."""
 
@@ -251,79 +233,6 @@ class PlanningContext:
         return [cap - b for cap, b in zip(self.node_cap, self.busy_after(placed))]
 
     # ------------------------------------------------------------------ placement
-    def pick_node(self, j: int, cand: Candidate, free: list[int],
-                  u: float | None = None, beta: float = 0.0) -> int | None:
-        """Best fit: the node of the candidate's type left with the fewest free GPUs. Ties go to
-        the node the job runs on now (no needless move), then to the node listed first.
-        With a uniform draw `u`, pick among the first max(1, round(beta·|fitting|)) best fits."""
-        g = cand.gpus
-        current = self.current[j]
-        home = current[0] if current is not None else -1
-        if (self.overhead > 0 and current is not None and current[1] == g
-                and self.node_type[home] == cand.gpu_type and free[home] >= g):
-            return home  # moving would pay the restart overhead for nothing
-        fitting = [n for n in self.nodes_of_type[cand.gpu_type] if free[n] >= g]
-        if not fitting:
-            return None
-        fitting.sort(key=lambda n: (free[n], n != home, n))
-        if u is None or len(fitting) == 1:
-            return fitting[0]
-        return fitting[pick_index(u, beta, len(fitting))]
-
-    def place(self, j: int, free: list[int], u_config: float | None = None,
-              u_node: float | None = None, alpha: float = 0.0, beta: float = 0.0,
-              marginal: bool = False, fill: JobsToCome | None = None
-              ) -> tuple[int, Candidate] | None:
-        """Give job j its preferred candidate that fits somewhere; update `free`. With uniform
-        draws, the first candidate tried is drawn among the first max(1, round(α·|candidates|))
-        and the node among the best-fitting ones.
-
-        `marginal`: among the candidates that meet the due date and fit, take the one that adds
-        the least energy to its node (the node's draw with the job minus without it, over the
-        job's run; the first tried on a tie), not the one cheapest on a node of its own. On a
-        node already drawing its fixed power, one GPU for longer often costs less than two
-        for a shorter time, and a slower GPU type on an empty node more than a share of a busy
-        one. `fill`: the jobs still to place after this one; those that could join the node (the
-        waiting and its own) are priced as if they did (`added_energy`)."""
-        cands = self.cands[j]
-        order = cands
-        if u_config is not None:
-            first = pick_index(u_config, alpha, len(cands))
-            if first > 0:
-                order = [cands[first]] + cands[:first] + cands[first + 1:]
-        if marginal:
-            best: tuple[float, int, Candidate] | None = None
-            for cand in order:
-                if not cand.meets_due:
-                    continue
-                node = self.pick_node(j, cand, free, u_node, beta)
-                if node is None:
-                    continue
-                run = self.as_placed(j, node, cand)
-                joining = 0 if fill is None else fill.joining(node)
-                added = self.added_energy(node, free[node], cand.gpus, run.time_s, joining)
-                if best is None or added < best[0]:
-                    best = (added, node, run)
-            if best is not None:
-                _, node, run = best
-                free[node] -= run.gpus
-                return node, run
-        for cand in order:
-            node = self.pick_node(j, cand, free, u_node, beta)
-            if node is not None:
-                free[node] -= cand.gpus
-                return node, self.as_placed(j, node, cand)
-        return None
-
-    def added_energy(self, node: int, free: int, gpus: int, time_s: float,
-                     fill: int = 0) -> float:
-        """Joules `gpus` more busy GPUs add to `node` (with `free` GPUs free) over `time_s`;
-        with `fill` more jobs to come, as if up to that many more GPUs of the node were busy
-        (a share of a node the queue fills costs its last GPUs' draw, not its first's)."""
-        power = self.power[self.node_type[node]]
-        busy = min(self.node_cap[node] - gpus, self.node_cap[node] - free + fill)
-        return (power[busy + gpus - 1] - (power[busy - 1] if busy else 0.0)) * time_s
-
     def as_placed(self, j: int, node: int, cand: Candidate) -> Candidate:
         """The candidate as run on `node`: moving a running job to another node with the same
         configuration also pays the restart overhead, in time and energy."""
@@ -337,14 +246,15 @@ class PlanningContext:
                          self.now + time_s <= self.due[j])
 
     def move_pays_overhead(self, j: int, cand: Candidate) -> bool:
-        """Would running `cand` on a node other than the job's own add a restart? (Only for a
-        running job whose configuration is unchanged: other configurations include it already.)"""
+        """Would running `cand` on a node other than the job's own add a restart?"""
         current = self.current[j]
-        return (self.overhead > 0 and current is not None and current[1] == cand.gpus
-                and self.node_type[current[0]] == cand.gpu_type)
+        home_type = -1 if current is None else self.node_type[current[0]]
+        return bool(move_pays_overhead(self.overhead, home_type,
+                                       0 if current is None else current[1], cand.gpu_type,
+                                       cand.gpus))
 
     def moved_time(self, j: int, cand: Candidate) -> float:
-        return cand.time_s - self.views[j].restart_remaining_s + self.overhead
+        return moved_time(cand.time_s, self.views[j].restart_remaining_s, self.overhead)
 
     def to_plan(self, placed: list[tuple[int, Candidate] | None]) -> Plan:
         return {self.job_ids[j]: Assignment(self.node_names[e[0]], e[1].gpus)

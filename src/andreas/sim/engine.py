@@ -1,17 +1,18 @@
 """The discrete-event simulator: one driver of the scheduling core, on a simulated clock.
 
-Events are arrivals, completions and optional periodic ticks. At each event time the simulator
-builds a `Snapshot`, asks the policy for a plan, and applies it: jobs keep running, are paused,
-resized or moved (each restart pays `restart_overhead_s` with GPUs held and powered), or start.
-Energy is integrated node by node as busy-GPU counts change; every stretch is logged as a
-`Segment`, from which `andreas.cost.account_segments` recomputes all costs independently.
+Events (arrivals, completions, round ticks, price changes, revisits; `events.py`) sit on one
+heap. At each event time the simulator builds a `Snapshot`, asks the policy for a plan, and
+applies it: jobs keep running, are paused, resized or moved (each restart pays
+`restart_overhead_s` with GPUs held and powered), or start. A job's progress is a function of
+time within its stretch, and a node's energy is counted only when what runs on it changes, so
+an event costs work for what it touches; every stretch is logged as a `Segment`, from which
+`andreas.cost.account_segments` recomputes all costs independently.
 """
 
 from __future__ import annotations
 
 import math
 import time as wallclock
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
@@ -21,8 +22,7 @@ from ..model import Job, Scenario, Segment
 from ..policies import pinning
 from ..policies.base import Assignment, JobView, Policy, Snapshot, check_plan, revisit_at, stops_job
 from ..policies.decision import Decision
-
-EPS = 1e-9
+from .events import EPS, Arrival, Completion, EventQueue, Timer
 
 
 class SimulationError(AndreasError):
@@ -31,14 +31,15 @@ class SimulationError(AndreasError):
 
 @dataclass
 class _Stretch:
-    """A job's current hold on GPUs of one node in one configuration."""
+    """A job's current hold on GPUs of one node in one configuration. Its progress is a
+    function of time, read when needed (`epochs_at`), not updated at every event."""
 
     node: int
     gpus: int
     seconds_per_epoch: float
     start: float
     restart_end: float  # progress starts here (start + overhead on a restart)
-    epochs: float = 0.0
+    todo: float  # epochs left when the stretch began
     limit_w: float | None = None  # GPU power limit; None = default
     saved_w: float = 0.0  # watts below the node table's draw for this job's GPUs
     restart_saved_w: float = 0.0  # and, until restart_end, this much more (GpuType.restart_w)
@@ -47,11 +48,20 @@ class _Stretch:
         """Watts below the table's draw in the piece that starts at `t`."""
         return self.saved_w + (self.restart_saved_w if t < self.restart_end else 0.0)
 
+    def epochs_at(self, t: float) -> float:
+        """Epochs done in this stretch by time `t`."""
+        return min(self.todo, max(0.0, t - self.restart_end) / self.seconds_per_epoch)
 
-@dataclass
+    def end(self) -> float:
+        """When the job finishes if it keeps this stretch."""
+        return self.restart_end + self.todo * self.seconds_per_epoch
+
+
+@dataclass(eq=False)
 class _JobState:
     job: Job
-    remaining: float
+    remaining: float  # epochs left at the start of the current stretch (or now, if waiting)
+    index: int  # arrival order: jobs ending together are closed in it
     stretch: _Stretch | None = None
     started: bool = False
     restarts: int = 0
@@ -59,11 +69,24 @@ class _JobState:
     completion: float | None = None
     energy_joules: float = 0.0
     energy_eur: float = 0.0  # with a tariff, priced interval by interval
+    stamp: int = 0  # bumped at each new stretch: older completion events no longer hold
 
-    def completion_time(self, now: float) -> float:
-        s = self.stretch
-        assert s is not None
-        return max(now, s.restart_end) + self.remaining * s.seconds_per_epoch
+    def remaining_at(self, t: float) -> float:
+        st = self.stretch
+        return self.remaining if st is None else self.remaining - st.epochs_at(t)
+
+
+@dataclass(eq=False)
+class _NodeState:
+    """One node's draw: busy GPUs, watts saved by power limits, the jobs on it, and the time
+    up to which its energy (and its jobs' shares) has been counted."""
+
+    power: tuple[float, ...]
+    idle_w: float
+    since: float
+    busy: int = 0
+    saved: float = 0.0
+    jobs: dict[str, _JobState] = field(default_factory=dict)
 
 
 def _held(s: _JobState) -> _Stretch:
@@ -158,11 +181,6 @@ class Simulator:
         self.on_progress = on_progress
         self.node_names = [n.name for n in self.cluster.nodes]
         self.node_index = {n: i for i, n in enumerate(self.node_names)}
-        self.node_power = [self.cluster.gpu_types[n.gpu_type].node_power_w
-                           for n in self.cluster.nodes]
-        self.node_idle = [self.cluster.gpu_types[n.gpu_type].idle_w for n in self.cluster.nodes]
-        self.busy = [0] * len(self.node_names)
-        self.saved = [0.0] * len(self.node_names)  # watts saved by power limits, per node
         self.segments: list[Segment] = []
         self.states: dict[str, _JobState] = {}
         self.energy_joules = 0.0
@@ -179,63 +197,90 @@ class Simulator:
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> SimulationResult:
-        pending = deque(self.scenario.jobs)  # sorted by submission time
-        active: dict[str, _JobState] = {}
-        done: list[_JobState] = []
-        total = len(pending)
         now = self.start
-        next_tick = self.period if self.period else math.inf
-        decided = True
+        kinds = self.cluster.gpu_types
+        self.nodes = [_NodeState(kinds[n.gpu_type].node_power_w, kinds[n.gpu_type].idle_w, now)
+                      for n in self.cluster.nodes]
+        self.queue = queue = EventQueue()
+        self.active: dict[str, _JobState] = {}
+        self.running = 0
+        self.done = 0
+        jobs = self.scenario.jobs  # sorted by submission time
+        first = 0
         if self.preset:
-            self._apply_preset(pending, active, now)
-            if self.period:
-                next_tick = (math.floor(now / self.period + EPS) + 1) * self.period
-        while pending or active:
-            running = [s for s in active.values() if s.stretch is not None]
-            t_arrival = pending[0].submit_time if pending else math.inf
-            t_done = min((s.completion_time(now) for s in running), default=math.inf)
-            t_tick = next_tick if active else math.inf
-            t_price = math.inf  # with a tariff, waiting jobs are reconsidered as prices change
-            if self.tariff is not None and len(running) < len(active):
-                t_price = self.tariff.next_change(now)
-            # Rounds (period_only) are the only decision points; elsewhere, a revisit is one.
-            t_revisit = self.revisit if active and not self.period_only else math.inf
-            t_next = min(t_arrival, t_done, t_tick, t_price, t_revisit)
-            # With a tariff, jobs may wait for cheaper hours, but not past their due dates.
-            # (Between rounds the policy has not been asked yet: the next tick is ahead.)
-            # A plan that holds jobs back on purpose names when to revisit them.
-            stalled = (not running and active and not pending and decided
-                       and self.revisit == math.inf)
-            if stalled and (self.tariff is None
-                            or all(s.job.due_date <= now for s in active.values())):
+            while first < len(jobs) and jobs[first].submit_time <= now:
+                first += 1
+        self.arrivals_left = len(jobs) - first
+        for job in jobs[first:]:
+            queue.push(Arrival(job.submit_time, job))
+        tick, price, revisit = Timer("tick"), Timer("price"), Timer("revisit")
+        if self.preset:
+            self._apply_preset(jobs[:first], now)
+        decided = True
+        while self.arrivals_left or self.active:
+            self._arm(tick, price, revisit, now)
+            active = self.active
+            if (not self.running and active and not self.arrivals_left and decided
+                    and self.revisit == math.inf
+                    and (self.tariff is None
+                         or all(s.job.due_date <= now for s in active.values()))):
                 raise SimulationError(
                     f"policy {self.policy.name!r} left {len(active)} job(s) waiting on an idle "
                     f"cluster at t={now:.1f}s with nothing left to wait for")
-            self._advance(running, now, t_next)
-            now = t_next
-            for s in running:
-                if s.completion_time(now) <= now + EPS * max(1.0, now):
-                    self._finish(s, now)
-                    del active[s.job.job_id]
-                    done.append(s)
-            while pending and pending[0].submit_time <= now:
-                job = pending.popleft()
-                active[job.job_id] = self.states[job.job_id] = _JobState(job, job.epochs)
-            if self.period:
-                next_tick = (math.floor(now / self.period + EPS) + 1) * self.period
-            if t_next == t_revisit:
+            now = queue.next_time(self)
+            batch = queue.pop_batch(self, now)
+            finishing = sorted((e for e in batch if isinstance(e, Completion)),
+                               key=lambda e: e.state.index)
+            for event in finishing:
+                event.fire(self, now)
+            for event in batch:
+                if not isinstance(event, Completion):
+                    event.fire(self, now)
+            if revisit.fired:
                 self.revisit = math.inf  # asked now; the new plan may ask again
-            decided = bool(active) and (not self.period_only or t_next == t_tick)
+            decided = bool(self.active) and (not self.period_only or tick.fired)
+            tick.fired = price.fired = revisit.fired = False
             if decided:
-                self._decide(now, active)
+                self._decide(now, self.active)
             if self.on_progress:
-                self.on_progress(now, len(done), total)
+                self.on_progress(now, self.done, len(jobs))
+        for n in range(len(self.nodes)):
+            self._settle(n, now)
         return self._result()
 
-    def _apply_preset(self, pending: deque, active: dict[str, _JobState], now: float) -> None:
-        while pending and pending[0].submit_time <= now:
-            job = pending.popleft()
-            s = active[job.job_id] = self.states[job.job_id] = _JobState(job, job.epochs)
+    def _arm(self, tick: Timer, price: Timer, revisit: Timer, now: float) -> None:
+        """Point the timers at their next times: the next round while jobs are active; with a
+        tariff, the next price change while a job waits; the plan's revisit time (not in
+        rounds, where the rounds are the only decision points)."""
+        active = bool(self.active)
+        if self.period:
+            at = (math.floor(now / self.period + EPS) + 1) * self.period
+            tick.arm(self.queue, at if active else math.inf)
+        if self.tariff is not None:
+            waiting = self.running < len(self.active)
+            price.arm(self.queue, self.tariff.next_change(now) if waiting else math.inf)
+        revisit.arm(self.queue, self.revisit if active and not self.period_only else math.inf)
+
+    def activate(self, job: Job) -> None:
+        """A job arrives (Arrival events)."""
+        self.arrivals_left -= 1
+        s = _JobState(job, job.epochs, len(self.states))
+        self.active[job.job_id] = self.states[job.job_id] = s
+
+    def finish(self, s: _JobState, now: float) -> None:
+        """A job ends its last epoch (Completion events)."""
+        st = s.stretch
+        assert st is not None
+        self._close(s, now, epochs=st.todo)
+        s.completion = now
+        del self.active[s.job.job_id]
+        self.done += 1
+
+    def _apply_preset(self, jobs: tuple[Job, ...], now: float) -> None:
+        for job in jobs:
+            self.arrivals_left += 1  # activate counts it off
+            self.activate(job)
+            s = self.states[job.job_id]
             view = self.preset.get(job.job_id)
             if view is None:
                 continue
@@ -243,58 +288,47 @@ class Simulator:
             if view.assignment is not None:
                 s.started, s.first_start = True, now
                 self._hold(s, view.assignment, now, now + view.restart_remaining_s)
-        if active and not any(s.stretch for s in active.values()) and self.revisit == math.inf:
-            self._decide(now, active)
+        if self.active and not self.running and self.revisit == math.inf:
+            self._decide(now, self.active)
 
-    def _advance(self, running: list[_JobState], t0: float, t1: float) -> None:
-        """Integrate energy and progress over [t0, t1], during which no job starts or ends
-        (a restart that ends inside it, where restarts draw less, splits the energy)."""
-        if t1 <= t0:
+    def _settle(self, n: int, t: float) -> None:
+        """Count node n's energy, and its jobs' shares, up to `t`: the draw is constant since
+        the node last changed, except where a restart on it ends (restarts draw less)."""
+        node = self.nodes[n]
+        t0 = node.since
+        if t <= t0:
             return
-        restarting = [st for st in map(_held, running) if st.restart_saved_w
+        node.since = t
+        stretches = [s.stretch for s in node.jobs.values()]
+        restarting = [st for st in stretches if st is not None and st.restart_saved_w
                       and t0 < st.restart_end]
-        ends = sorted({st.restart_end for st in restarting if st.restart_end < t1})
-        for a, b in zip([t0, *ends], [*ends, t1]):
-            self._energy(running, restarting, a, b)
-        for s in running:
-            st = _held(s)
-            progress = max(0.0, t1 - max(t0, st.restart_end)) / st.seconds_per_epoch
-            progress = min(progress, s.remaining)
-            s.remaining -= progress
-            st.epochs += progress
+        ends = sorted({st.restart_end for st in restarting if st.restart_end < t})
+        for a, b in zip([t0, *ends], [*ends, t]):
+            self._energy(node, restarting, a, b)
 
-    def _energy(self, running: list[_JobState], restarting: list[_Stretch], t0: float,
+    def _energy(self, node: _NodeState, restarting: list[_Stretch], t0: float,
                 t1: float) -> None:
-        """Energy over [t0, t1], during which every draw is constant; `restarting` are the
-        stretches whose restarts draw less (GpuType.restart_w) and have not ended by t0."""
+        """Node energy over [t0, t1], during which its draw is constant; `restarting` are the
+        stretches on it whose restarts draw less (GpuType.restart_w)."""
         dt = t1 - t0
         priced = self.cluster.energy_eur if self.tariff is not None else None
-        saved = self.saved
-        if restarting:
-            saved = list(saved)
-            for st in restarting:
-                if t0 < st.restart_end:
-                    saved[st.node] += st.restart_saved_w
-        for n, b in enumerate(self.busy):
-            watts = self.node_power[n][b - 1] - saved[n] if b else self.node_idle[n]
-            if watts:
-                self.energy_joules += watts * dt
-                if priced:
-                    self.energy_eur += priced(watts, t0, t1)
-        for s in running:
+        b = node.busy
+        if b:
+            saved = node.saved + sum(st.restart_saved_w for st in restarting
+                                     if t0 < st.restart_end)
+            watts = node.power[b - 1] - saved
+        else:
+            watts = node.idle_w
+        if watts:
+            self.energy_joules += watts * dt
+            if priced:
+                self.energy_eur += priced(watts, t0, t1)
+        for s in node.jobs.values():
             st = _held(s)
-            b = self.busy[st.node]
-            share = self.node_power[st.node][b - 1] * st.gpus / b - st.saved_at(t0)
+            share = node.power[b - 1] * st.gpus / b - st.saved_at(t0)
             s.energy_joules += share * dt
             if priced:
                 s.energy_eur += priced(share, t0, t1)
-
-    def _finish(self, s: _JobState, now: float) -> None:
-        assert s.stretch is not None
-        s.stretch.epochs += s.remaining
-        s.remaining = 0.0
-        s.completion = now
-        self._close(s, now)
 
     # ------------------------------------------------------------------ decisions
     def _decide(self, now: float, active: dict[str, _JobState]) -> None:
@@ -332,8 +366,8 @@ class Simulator:
         st = s.stretch
         if st is None:
             return JobView(s.job, s.remaining, None, s.started)
-        return JobView(s.job, s.remaining, Assignment(self.node_names[st.node], st.gpus,
-                                                      st.limit_w), True,
+        return JobView(s.job, s.remaining_at(now), Assignment(self.node_names[st.node],
+                                                              st.gpus, st.limit_w), True,
                        max(0.0, st.restart_end - now))
 
     def _start(self, s: _JobState, target: Assignment, now: float) -> None:
@@ -349,23 +383,34 @@ class Simulator:
         self._hold(s, target, now, restart_end)
 
     def _hold(self, s: _JobState, target: Assignment, now: float, restart_end: float) -> None:
-        """Give `s` the GPUs of `target` from `now`, progressing from `restart_end`."""
+        """Give `s` the GPUs of `target` from `now`, progressing from `restart_end`, and put its
+        completion on the heap."""
         n = self.node_index[target.node]
+        self._settle(n, now)
         config = (self.cluster.nodes[n].gpu_type, target.gpus)
         profiles = self.scenario.profiles
         spe = profiles.seconds_per_epoch(s.job.profile, *config, target.power_limit_w)
         saved = profiles.saved_w(s.job.profile, config, target.power_limit_w) * target.gpus
         restart_saved = (self.cluster.gpu_types[config[0]].restart_saving_w(target.gpus)
                          if restart_end > now else 0.0)
-        s.stretch = _Stretch(n, target.gpus, spe, now, restart_end, 0.0, target.power_limit_w,
-                             saved, restart_saved)
-        self.busy[n] += target.gpus
-        self.saved[n] += saved
+        st = s.stretch = _Stretch(n, target.gpus, spe, now, restart_end, s.remaining,
+                                  target.power_limit_w, saved, restart_saved)
+        node = self.nodes[n]
+        node.busy += target.gpus
+        node.saved += saved
+        node.jobs[s.job.job_id] = s
+        self.running += 1
+        s.stamp += 1
+        self.queue.push(Completion(st.end(), s, s.stamp))
 
-    def _close(self, s: _JobState, now: float) -> None:
-        """End the current stretch at `now` and log its restart and run segments."""
+    def _close(self, s: _JobState, now: float, epochs: float | None = None) -> None:
+        """End the current stretch at `now` (after `epochs` epochs; default: as far as it
+        got) and log its restart and run segments."""
         st = s.stretch
         assert st is not None
+        self._settle(st.node, now)
+        done = st.epochs_at(now) if epochs is None else epochs
+        s.remaining -= done
         node = self.cluster.nodes[st.node]
         restart_stop = min(st.restart_end, now)
         if restart_stop > st.start:
@@ -374,10 +419,13 @@ class Simulator:
                                          st.saved_w + st.restart_saved_w))
         if now > st.restart_end:
             self.segments.append(Segment(s.job.job_id, node.name, node.gpu_type, st.gpus,
-                                         st.restart_end, now, st.epochs, "run", st.limit_w,
+                                         st.restart_end, now, done, "run", st.limit_w,
                                          st.saved_w))
-        self.busy[st.node] -= st.gpus
-        self.saved[st.node] = self.saved[st.node] - st.saved_w if self.busy[st.node] else 0.0
+        state = self.nodes[st.node]
+        state.busy -= st.gpus
+        state.saved = state.saved - st.saved_w if state.busy else 0.0
+        del state.jobs[s.job.job_id]
+        self.running -= 1
         s.stretch = None
 
     # ------------------------------------------------------------------ results

@@ -1,0 +1,81 @@
+"""The simulator's event heap (sim/events.py): order, superseded events, batches."""
+
+from __future__ import annotations
+
+import math
+
+from helpers import cluster, job, scenario
+
+from andreas.policies import make_policy
+from andreas.sim.engine import Simulator, _JobState
+from andreas.sim.events import Arrival, Completion, EventQueue, Timer
+
+
+class _Sim:
+    """Just what events look at."""
+
+
+def test_events_pop_in_time_order_then_push_order():
+    q, sim = EventQueue(), _Sim()
+    a, b, c = job("a", submit=5.0), job("b", submit=1.0), job("c", submit=5.0)
+    for j in (a, b, c):
+        q.push(Arrival(j.submit_time, j))
+    assert q.next_time(sim) == 1.0
+    assert [e.job.job_id for e in q.pop_batch(sim, 1.0)] == ["b"]
+    assert [e.job.job_id for e in q.pop_batch(sim, 5.0)] == ["a", "c"]
+    assert q.next_time(sim) == math.inf
+
+
+def test_a_completion_of_a_replaced_stretch_is_skipped():
+    q, sim = EventQueue(), _Sim()
+    s = _JobState(job("a"), 10.0, 0, stretch=object(), stamp=1)  # type: ignore[arg-type]
+    q.push(Completion(100.0, s, 1))
+    s.stamp = 2  # the job was moved: a new stretch, a new completion
+    q.push(Completion(150.0, s, 2))
+    assert q.next_time(sim) == 150.0
+    assert [e.time for e in q.pop_batch(sim, 150.0)] == [150.0]
+    s.stretch = None  # paused: its completion no longer holds
+    q.push(Completion(200.0, s, 2))
+    assert q.next_time(sim) == math.inf
+
+
+def test_a_re_armed_timer_leaves_one_valid_event():
+    q, sim = EventQueue(), _Sim()
+    t = Timer("tick")
+    t.arm(q, 300.0)
+    t.arm(q, 300.0)  # unchanged: nothing pushed
+    assert len(q.heap) == 1
+    t.arm(q, 600.0)
+    assert q.next_time(sim) == 600.0
+    (event,) = q.pop_batch(sim, 600.0)
+    event.fire(sim, 600.0)  # type: ignore[arg-type]
+    assert t.fired and t.at == math.inf
+    t.arm(q, math.inf)  # disarmed: nothing pushed
+    assert q.next_time(sim) == math.inf
+
+
+def test_a_batch_takes_completions_within_rounding_but_not_later_arrivals():
+    q, sim = EventQueue(), _Sim()
+    s = _JobState(job("a"), 1.0, 0, stretch=object(), stamp=1)  # type: ignore[arg-type]
+    now = 1000.0
+    q.push(Completion(now + 1e-7, s, 1))  # within 1e-9 x 1000 s: ends now
+    late = job("b", submit=now + 1e-7)
+    q.push(Arrival(late.submit_time, late))
+    batch = q.pop_batch(sim, now)
+    assert [type(e).__name__ for e in batch] == ["Completion"]
+    assert q.next_time(sim) == now + 1e-7  # the arrival waits for its own time
+
+
+def test_the_simulator_asks_at_arrivals_completions_and_ticks_only():
+    # one 1-GPU node, two jobs of 100 s each: a at 0, b at 50; rounds of 30 s
+    sc = scenario(cluster([("n1", "G", 1)], {"G": [100]}), {"p": {("G", 1): 1.0}},
+                  [job("a", epochs=100.0), job("b", submit=50.0, epochs=100.0)])
+    asked = []
+    policy = make_policy("fifo")
+    decide = policy.decide
+    policy.decide = lambda snap: asked.append(snap.time) or decide(snap)  # type: ignore
+    result = Simulator(sc, policy, period=30.0).run()
+    # arrivals 0, 50; a's completion at 100; ticks every 30 s while jobs are active; none
+    # at 200, when the last job ends and nothing is left to decide
+    assert asked == [0.0, 30.0, 50.0, 60.0, 90.0, 100.0, 120.0, 150.0, 180.0]
+    assert [r.completion_time for r in result.jobs] == [100.0, 200.0]

@@ -136,3 +136,13 @@ def test_pass_budget_bounds_the_passes_of_a_decision(snap, per_job):
     assert all(e.iteration < per_job for e in budgeted)
     limited = make_policy("andreas", seed=3, max_iterations=per_job).elite(ctx)
     assert [e.placed for e in budgeted] == [e.placed for e in limited]
+
+
+def test_baselines_leave_waiting_a_job_no_node_can_host():
+    # b needs 2 GPUs, the free node has 1; a holds the other node: nothing fits, nothing fails
+    sc = scenario(cluster([("n1", "G", 1), ("n2", "G", 1)], {"G": [100]}),
+                  {"p": {("G", 1): 1.0}, "big": {("G", 2): 1.0}},
+                  [job("a"), job("b", profile="big")])
+    for name in ("fifo", "edf", "ps", "wspt", "atc"):
+        plan = make_policy(name).decide(snapshot(sc, running={"a": ("n1", 1)}))
+        assert {k: (v.node, v.gpus) for k, v in plan.items()} == {"a": ("n1", 1)}, name

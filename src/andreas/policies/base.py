@@ -108,19 +108,23 @@ def check_plan(snapshot: Snapshot, plan: Plan, policy_name: str) -> None:
     index = {n.name: i for i, n in enumerate(cluster.nodes)}
     used = [0] * len(cluster.nodes)
     for job_id, a in plan.items():
-        if job_id not in views:
+        view = views.get(job_id)
+        if view is None:
             raise PlanError(f"policy {policy_name!r} planned unknown or finished job {job_id!r}")
         n = index.get(a.node)
+        if (a is view.assignment or a == view.assignment) and n is not None:  # kept as it runs
+            used[n] += a.gpus
+            continue
         if n is None:
             raise PlanError(f"policy {policy_name!r} planned job {job_id!r} on unknown node "
                             f"{a.node!r}")
         config = (cluster.nodes[n].gpu_type, a.gpus)
-        if config not in snapshot.profiles.configs(views[job_id].job.profile):
+        if config not in snapshot.profiles.configs(view.job.profile):
             raise PlanError(f"policy {policy_name!r} planned job {job_id!r} on {config}, which "
                             f"its profile does not allow")
         if a.power_limit_w is not None and not any(
                 lv.limit_w == a.power_limit_w for lv in snapshot.profiles.power_levels(
-                    views[job_id].job.profile, config)):
+                    view.job.profile, config)):
             raise PlanError(f"policy {policy_name!r} planned job {job_id!r} at a power limit of "
                             f"{a.power_limit_w:g} W, which its profile does not give on {config}")
         used[n] += a.gpus

@@ -7,7 +7,7 @@ cheapest configuration that meets their due date (else the fastest), placed best
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .base import Assignment, Plan, Snapshot, register
 from .orderings import ORDERINGS, Ordering
@@ -21,18 +21,24 @@ class OrderedNonPreemptive:
     order: Ordering
 
     def decide(self, snapshot: Snapshot) -> Plan:
-        ctx = PlanningContext(snapshot)
-        free = list(ctx.node_cap)
         plan: dict[str, Assignment] = {}
-        for j, (view, current) in enumerate(zip(ctx.views, ctx.current)):
-            if view.assignment is not None and current is not None:
-                free[current[0]] -= current[1]
-                plan[ctx.job_ids[j]] = view.assignment
-        waiting = [j for j, v in enumerate(ctx.views) if v.assignment is None]
+        busy: dict[str, int] = {}
+        waiting = []
+        for view in snapshot.jobs:
+            a = view.assignment
+            if a is None:
+                waiting.append(view)
+            else:  # never preempted: kept as it runs
+                plan[view.job_id] = a
+                busy[a.node] = busy.get(a.node, 0) + a.gpus
         if not waiting:
             return plan
-        result = greedy_pass(ctx, self.order(ctx, waiting), free=free)
-        for j in waiting:
+        # only the waiting jobs are planned: a long-running cluster's running jobs cost nothing
+        ctx = PlanningContext(replace(snapshot, jobs=tuple(waiting)))
+        free = [n.gpus - busy.get(n.name, 0) for n in snapshot.cluster.nodes]
+        jobs = list(range(len(waiting)))
+        result = greedy_pass(ctx, self.order(ctx, jobs), free=free)
+        for j in jobs:
             if result.node[j] >= 0:
                 plan[ctx.job_ids[j]] = Assignment(ctx.node_names[result.node[j]],
                                                   int(ctx.table.cg[j, result.cand[j]]))

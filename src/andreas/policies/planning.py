@@ -60,11 +60,11 @@ class CandidateTable:
     def __init__(self, ct, cg, ctime, cen, meets, nc) -> None:
         self.ct, self.cg, self.ctime, self.cen, self.meets, self.nc = ct, cg, ctime, cen, meets, nc
         self.real = np.arange(ct.shape[1])[None, :] < nc[:, None]  # entries that are candidates
-        if len(nc):
+        if len(nc) and ct.shape[1]:
             masked = np.where(self.real, ctime, np.nan)
             self.tmin, self.tmax = np.nanmin(masked, axis=1), np.nanmax(masked, axis=1)
-        else:
-            self.tmin = self.tmax = np.zeros(0)
+        else:  # no job, or no job with a configuration this cluster hosts
+            self.tmin = self.tmax = np.full(len(nc), np.nan)
 
     @classmethod
     def build(cls, ctx: "PlanningContext", hostable: dict) -> "CandidateTable":

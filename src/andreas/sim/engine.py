@@ -43,6 +43,7 @@ class _Stretch:
     limit_w: float | None = None  # GPU power limit; None = default
     saved_w: float = 0.0  # watts below the node table's draw for this job's GPUs
     restart_saved_w: float = 0.0  # and, until restart_end, this much more (GpuType.restart_w)
+    assignment: Assignment | None = None  # as the plan gave it
 
     def saved_at(self, t: float) -> float:
         """Watts below the table's draw in the piece that starts at `t`."""
@@ -348,8 +349,7 @@ class Simulator:
             target = plan.get(job_id)
             st = s.stretch
             if st is not None:
-                current = Assignment(self.node_names[st.node], st.gpus, st.limit_w)
-                if not stops_job(current, target):
+                if not stops_job(st.assignment, target):
                     assert target is not None
                     if target.power_limit_w != st.limit_w:  # a new cap, no restart
                         restart_end = st.restart_end
@@ -366,8 +366,7 @@ class Simulator:
         st = s.stretch
         if st is None:
             return JobView(s.job, s.remaining, None, s.started)
-        return JobView(s.job, s.remaining_at(now), Assignment(self.node_names[st.node],
-                                                              st.gpus, st.limit_w), True,
+        return JobView(s.job, s.remaining_at(now), st.assignment, True,
                        max(0.0, st.restart_end - now))
 
     def _start(self, s: _JobState, target: Assignment, now: float) -> None:
@@ -394,7 +393,7 @@ class Simulator:
         restart_saved = (self.cluster.gpu_types[config[0]].restart_saving_w(target.gpus)
                          if restart_end > now else 0.0)
         st = s.stretch = _Stretch(n, target.gpus, spe, now, restart_end, s.remaining,
-                                  target.power_limit_w, saved, restart_saved)
+                                  target.power_limit_w, saved, restart_saved, target)
         node = self.nodes[n]
         node.busy += target.gpus
         node.saved += saved

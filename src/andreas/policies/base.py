@@ -140,9 +140,19 @@ def check_plan(snapshot: Snapshot, plan: Plan, policy_name: str) -> None:
 
 
 class Policy(Protocol):
+    """A pure function from a snapshot to a plan. A policy that never pauses, moves or
+    resizes a running job may say so with a class attribute `preempts = False` (`preempts`):
+    a driver may then ask it about the waiting jobs alone, on the GPUs the running ones leave
+    free, and keep every running job as it runs."""
+
     name: str
 
     def decide(self, snapshot: Snapshot) -> Plan: ...
+
+
+def preempts(policy: Policy) -> bool:
+    """Whether `policy` may stop a running job (see `Policy`); True unless it says not."""
+    return bool(getattr(policy, "preempts", True))
 
 
 @dataclass

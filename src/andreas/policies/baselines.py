@@ -8,6 +8,7 @@ cheapest configuration that meets their due date (else the fastest), placed best
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 from .base import Assignment, Plan, Snapshot, register
 from .orderings import ORDERINGS, Ordering
@@ -19,6 +20,7 @@ from .planning import PlanningContext
 class OrderedNonPreemptive:
     name: str
     order: Ordering
+    preempts: ClassVar[bool] = False  # running jobs are kept: drivers may leave them out
 
     def decide(self, snapshot: Snapshot) -> Plan:
         plan: dict[str, Assignment] = {}

@@ -11,6 +11,7 @@ built once per decision by `pack`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from numba import njit
@@ -35,13 +36,19 @@ class Packed:
     due: np.ndarray
     weight: np.ndarray
     wait_penalty: np.ndarray
-    pressure_rank: np.ndarray
     node_type: np.ndarray
     node_cap: np.ndarray
     power: np.ndarray  # [T, G] node power with 1..G busy GPUs
     type_capacity: np.ndarray
     type_nodes: np.ndarray  # node indices grouped by GPU type, ascending within a type
     type_start: np.ndarray  # [T + 1] where each type's nodes begin in type_nodes
+    ctx: PlanningContext
+
+    @cached_property
+    def pressure_rank(self) -> np.ndarray:
+        """Each job's rank in the pressure order: the look-ahead score's, sorted only when a
+        score needs it (the baselines' passes do not)."""
+        return np.array(self.ctx.pressure_rank, np.int64)
 
 
 def pack(ctx: PlanningContext) -> Packed:
@@ -65,10 +72,10 @@ def pack(ctx: PlanningContext) -> Packed:
     type_start = np.searchsorted(node_type[type_nodes], np.arange(len(ctx.power) + 1))
     return Packed(table.ct, table.cg, table.ctime, table.cen, cmov, mtime, table.nc, table.meets,
                   home, home_g, np.array(ctx.due, float), np.array(ctx.weight, float),
-                  np.array(ctx.wait_penalty, float), np.array(ctx.pressure_rank, np.int64),
+                  np.array(ctx.wait_penalty, float),
                   node_type, np.array(ctx.node_cap, np.int64), power,
                   np.array(ctx.type_capacity, np.int64), type_nodes,
-                  type_start.astype(np.int64))
+                  type_start.astype(np.int64), ctx)
 
 
 @njit(cache=True)

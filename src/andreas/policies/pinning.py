@@ -17,14 +17,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .base import Assignment, Plan, Policy, Snapshot
+from .base import Assignment, Plan, Policy, Snapshot, preempts
 from .decision import Decision
 
 
-def pinned(snapshot: Snapshot) -> dict[str, Assignment]:
-    """The running jobs of `snapshot` that may not be paused or moved, where they run."""
+def pinned(snapshot: Snapshot, policy: Policy | None = None) -> dict[str, Assignment]:
+    """The running jobs of `snapshot` that may not be paused or moved, where they run: the
+    non-preemptible ones, and every one for a policy that never preempts (`preempts`), which
+    then plans the waiting jobs alone on the GPUs left free, in every driver alike."""
+    keep_all = policy is not None and not preempts(policy)
     return {v.job_id: v.assignment for v in snapshot.jobs
-            if v.assignment is not None and not v.job.preemptible}
+            if v.assignment is not None and (keep_all or not v.job.preemptible)}
 
 
 def without_pinned(snapshot: Snapshot, pins: dict[str, Assignment]) -> Snapshot:
@@ -42,7 +45,7 @@ def without_pinned(snapshot: Snapshot, pins: dict[str, Assignment]) -> Snapshot:
 def decide(policy: Policy, snapshot: Snapshot) -> Plan:
     """`policy`'s decision on `snapshot`, with every running non-preemptible job kept where it
     runs (the drivers' one way to ask a policy)."""
-    pins = pinned(snapshot)
+    pins = pinned(snapshot, policy)
     if not pins:
         return policy.decide(snapshot)
     rest = without_pinned(snapshot, pins)

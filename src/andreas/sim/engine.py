@@ -13,14 +13,23 @@ from __future__ import annotations
 
 import math
 import time as wallclock
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping
 
 from ..cost import tardiness_cost
 from ..errors import AndreasError
-from ..model import Job, Scenario, Segment
+from ..model import Cluster, Job, Node, Scenario, Segment
 from ..policies import pinning
-from ..policies.base import Assignment, JobView, Policy, Snapshot, check_plan, revisit_at, stops_job
+from ..policies.base import (
+    Assignment,
+    JobView,
+    Policy,
+    Snapshot,
+    check_plan,
+    preempts,
+    revisit_at,
+    stops_job,
+)
 from ..policies.decision import Decision
 from .events import EPS, Arrival, Completion, EventQueue, Timer
 
@@ -40,10 +49,10 @@ class _Stretch:
     start: float
     restart_end: float  # progress starts here (start + overhead on a restart)
     todo: float  # epochs left when the stretch began
+    assignment: Assignment  # as the plan gave it
     limit_w: float | None = None  # GPU power limit; None = default
     saved_w: float = 0.0  # watts below the node table's draw for this job's GPUs
     restart_saved_w: float = 0.0  # and, until restart_end, this much more (GpuType.restart_w)
-    assignment: Assignment | None = None  # as the plan gave it
 
     def saved_at(self, t: float) -> float:
         """Watts below the table's draw in the piece that starts at `t`."""
@@ -195,6 +204,8 @@ class Simulator:
         self.decisions: list[tuple[float, frozenset[str], Mapping]] = []  # (time, jobs, plan)
         # when the last plan asked to be revisited (Decision.revisit_at), even if nothing happens
         self.revisit = math.inf if first_revisit is None else first_revisit
+        # a policy that keeps running jobs as they run is asked about the waiting ones alone
+        self.waiting_only = not preempts(policy)
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> SimulationResult:
@@ -206,6 +217,9 @@ class Simulator:
         self.active: dict[str, _JobState] = {}
         self.running = 0
         self.done = 0
+        self.held_changes = 0  # GPUs taken or released: the free cluster is rebuilt
+        self._free: tuple[int, Cluster] | None = None
+        self._partial: dict[tuple[str, int], Node] = {}
         jobs = self.scenario.jobs  # sorted by submission time
         first = 0
         if self.preset:
@@ -333,6 +347,9 @@ class Simulator:
 
     # ------------------------------------------------------------------ decisions
     def _decide(self, now: float, active: dict[str, _JobState]) -> None:
+        if self.waiting_only:
+            self._decide_waiting(now, active)
+            return
         snapshot = Snapshot(now, self.cluster, self.scenario.profiles, tuple(
             self._view(s, now) for s in active.values()))
         tic = wallclock.perf_counter()
@@ -361,6 +378,55 @@ class Simulator:
                 starts.append((s, target))
         for s, target in starts:
             self._start(s, target, now)
+
+    def _decide_waiting(self, now: float, active: dict[str, _JobState]) -> None:
+        """A decision of a policy that keeps running jobs as they run (`preempts` False): it
+        sees the waiting jobs alone, on a cluster of the GPUs left free (the snapshot
+        `pinning.decide` would give it), so the work follows the queue, not every running
+        job. Nothing waiting: nothing to decide."""
+        self.points += 1
+        self.revisit = math.inf
+        waiting = [s for s in active.values() if s.stretch is None]
+        if not waiting:
+            if self.record_decisions:
+                self.decisions.append((now, frozenset(active), Decision.of(
+                    {k: _held(s).assignment for k, s in active.items()})))
+            return
+        snapshot = Snapshot(now, self._free_cluster(), self.scenario.profiles,
+                            tuple(self._view(s, now) for s in waiting))
+        tic = wallclock.perf_counter()
+        plan = self.policy.decide(snapshot) if snapshot.cluster.nodes else {}
+        self.scheduler_seconds += wallclock.perf_counter() - tic
+        wake = revisit_at(plan)
+        self.revisit = wake if wake is not None and wake > now else math.inf
+        check_plan(snapshot, plan, self.policy.name)
+        if self.record_decisions:
+            kept = {k: _held(s).assignment for k, s in active.items() if s.stretch is not None}
+            self.decisions.append((now, frozenset(active),
+                                   Decision.of(plan).replaced({**plan, **kept})))
+        for s in waiting:
+            target = plan.get(s.job.job_id)
+            if target is not None:
+                self._start(s, target, now)
+
+    def _free_cluster(self) -> Cluster:
+        """The cluster as the GPUs no job holds: each node with its free GPUs, full nodes left
+        out (as `pinning.without_pinned` does). Rebuilt only when some job took or released
+        GPUs since the last call."""
+        if self._free is None or self._free[0] != self.held_changes:
+            nodes = []
+            for node, state in zip(self.cluster.nodes, self.nodes):
+                free = node.gpus - state.busy
+                if free == node.gpus:
+                    nodes.append(node)
+                elif free > 0:
+                    key = (node.name, free)
+                    part = self._partial.get(key)
+                    if part is None:
+                        part = self._partial[key] = replace(node, gpus=free)
+                    nodes.append(part)
+            self._free = (self.held_changes, replace(self.cluster, nodes=tuple(nodes)))
+        return self._free[1]
 
     def _view(self, s: _JobState, now: float) -> JobView:
         st = s.stretch
@@ -392,13 +458,14 @@ class Simulator:
         saved = profiles.saved_w(s.job.profile, config, target.power_limit_w) * target.gpus
         restart_saved = (self.cluster.gpu_types[config[0]].restart_saving_w(target.gpus)
                          if restart_end > now else 0.0)
-        st = s.stretch = _Stretch(n, target.gpus, spe, now, restart_end, s.remaining,
-                                  target.power_limit_w, saved, restart_saved, target)
+        st = s.stretch = _Stretch(n, target.gpus, spe, now, restart_end, s.remaining, target,
+                                  target.power_limit_w, saved, restart_saved)
         node = self.nodes[n]
         node.busy += target.gpus
         node.saved += saved
         node.jobs[s.job.job_id] = s
         self.running += 1
+        self.held_changes += 1
         s.stamp += 1
         self.queue.push(Completion(st.end(), s, s.stamp))
 
@@ -425,6 +492,7 @@ class Simulator:
         state.saved = state.saved - st.saved_w if state.busy else 0.0
         del state.jobs[s.job.job_id]
         self.running -= 1
+        self.held_changes += 1
         s.stretch = None
 
     # ------------------------------------------------------------------ results

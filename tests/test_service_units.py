@@ -29,6 +29,7 @@ def andreas(*args):
     ("gpu_indices: {n9: [0]}\n", "field 'gpu_indices.n9': unknown node"),
     ("priority_weights: {7: 1}\n", "field 'priority_weights.7'"),
     ("grace_s: -1\n", "field 'grace_s': expected a number >= 0.0, got -1"),
+    ("decision_budget_ms: -5\n", "field 'decision_budget_ms': expected a number >= 0.0"),
 ])
 def test_bad_service_config_names_file_line_and_field(tmp_path, extra, message):
     path = write_service_files(tmp_path, extra=extra)
@@ -39,6 +40,20 @@ def test_bad_service_config_names_file_line_and_field(tmp_path, extra, message):
     run = andreas("serve", "--config", path)  # the CLI: one line, exit 2, no traceback
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert f"{path}:{line}" in run.stderr or f"{path}:1" in run.stderr
+
+
+def test_a_live_decision_is_bounded_by_default(tmp_path):
+    # the service's default budget reaches the policy; policy_options' own value wins; a
+    # policy without the option (a baseline) is not given it
+    assert read_service_config(write_service_files(tmp_path)).policy_options[
+        "decision_budget_ms"] == 500.0
+    path = write_service_files(tmp_path, extra="decision_budget_ms: 0\n")
+    assert read_service_config(path).policy_options["decision_budget_ms"] == 0.0
+    path = write_service_files(tmp_path, extra="decision_budget_ms: 200\n"
+                               "policy_options: {seed: 1, decision_budget_ms: 50}\n")
+    assert read_service_config(path).policy_options["decision_budget_ms"] == 50.0
+    path = write_service_files(tmp_path, extra="policy: fifo\npolicy_options: {}\n")
+    assert "decision_budget_ms" not in read_service_config(path).policy_options
 
 
 def test_token_command_prints_a_working_token(tmp_path):

@@ -18,6 +18,8 @@ The passes themselves are compiled, in one implementation (`kernel.py`, called t
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,6 +27,7 @@ import numpy as np
 from ..errors import AndreasError
 from . import company, consolidate, passes, power_limits, pricing  # noqa: F401  (register the steps)
 from .base import Plan, Snapshot, register
+from .budget import NO_DEADLINE, Deadline
 from .company import DEFAULT_MAX_LOAD, DEFAULT_SHARE, ArrivalLog
 from .consolidate import ARRIVAL_MARGIN
 from .decision import Decision
@@ -67,6 +70,10 @@ class GreedyParams:
                                 "power limits")
     pass_budget: int = option(0, "at most this many job placements (passes x jobs) per "
                               "decision, for long queues; 0 = no limit")
+    decision_budget_ms: float = option(
+        0.0, "stop the randomised passes, resizing and local search when a decision has "
+        "taken this long (ms), skip the plan steps past it, and keep the best plan found; the "
+        "deterministic pass always completes; 0 = no limit (budget.py)")
     slack_guard: float | None = option(
         0.5, "a randomised plan replaces the deterministic pass only if it leaves no job "
         "that pass runs waiting, ends no late job later, and leaves each on-time job "
@@ -120,6 +127,9 @@ class GreedyParams:
             raise AndreasError(f"plan_restart_s must be >= 0, got {self.plan_restart_s}")
         if self.pass_budget < 0:
             raise AndreasError(f"pass_budget must be >= 0, got {self.pass_budget}")
+        if not 0 <= self.decision_budget_ms < math.inf:
+            raise AndreasError(f"decision_budget_ms must be >= 0, got "
+                               f"{self.decision_budget_ms}")
         if self.slack_guard is not None and self.slack_guard < 0:
             raise AndreasError(f"slack_guard must be >= 0 or None, got {self.slack_guard}")
         if self.hold_share is not None and self.hold_share < 0:
@@ -161,27 +171,28 @@ class RandomizedGreedy:
         self.arrivals.observe(snapshot)
         if not snapshot.jobs:
             return {}
-        ctx = PlanningContext(snapshot, self.params.plan_restart_s)
-        best = self.elite(ctx, size=1)[0]
         p = self.params
+        deadline = Deadline.after_ms(p.decision_budget_ms)
+        ctx = PlanningContext(snapshot, p.plan_restart_s)
+        best = self.elite(ctx, size=1, deadline=deadline)[0]
         first = list(best.placed)
         if best.iteration != 0 and (p.slack_guard is not None or p.search_check):
             first, first_score = self.deterministic_pass(ctx)
             if p.slack_guard is not None and spends_needed_slack(ctx, first, list(best.placed),
                                                                  p.slack_guard):
                 best = ScoredPlan(first_score, 0, tuple(first))
-            elif (p.search_check and not p.pass_budget
+            elif (p.search_check and not p.pass_budget and not deadline.passed()
                   and (leaves_late(ctx, first) or leaves_late(ctx, list(best.placed)))
                   and not keeps_cost(snapshot, ctx.to_plan(first),
                                      ctx.to_plan(list(best.placed)), self.arrivals, p.seed)):
                 best = ScoredPlan(first_score, 0, tuple(first))
         placed = list(best.placed)
         if self.arrivals.offered_load(snapshot) < self.params.resize_max_load:
-            placed = self.resize(ctx, placed, best.score, first)
-        return refine(snapshot, ctx.to_plan(placed), self.params, self.arrivals)
+            placed = self.resize(ctx, placed, best.score, first, deadline)
+        return refine(snapshot, ctx.to_plan(placed), self.params, self.arrivals, deadline)
 
     def resize(self, ctx: PlanningContext, placed: Placed, cost: float,
-               first: Placed) -> Placed:
+               first: Placed, deadline: Deadline = NO_DEADLINE) -> Placed:
         """`placed` improved by resize moves (resizing.py) under the policy's score, among
         the plans the slack guard admits against the deterministic pass `first`."""
         score, guard = SCORES[self.params.score], self.params.slack_guard
@@ -194,7 +205,8 @@ class RandomizedGreedy:
             return guard is None or not spends_needed_slack(ctx, first, plan, guard)
 
         return climb(placed, cost, lambda plan: resized(ctx, plan),
-                     lambda plan: score(ctx, plan), admissible, lambda: evaluations < budget)[0]
+                     lambda plan: score(ctx, plan), admissible,
+                     lambda: evaluations < budget and not deadline.passed())[0]
 
     def deterministic_pass(self, ctx: PlanningContext) -> tuple[Placed, float]:
         """Iteration 0's plan (the `greedy` policy's) and its score."""
@@ -204,11 +216,12 @@ class RandomizedGreedy:
         score = passes.post_process(ctx, result, p.score, p.impl)
         return result.placed(ctx), score
 
-    def elite(self, ctx: PlanningContext, size: int | None = None) -> list[ScoredPlan]:
+    def elite(self, ctx: PlanningContext, size: int | None = None,
+              deadline: Deadline = NO_DEADLINE) -> list[ScoredPlan]:
         """The best distinct plans found (at most `size`, default the elite size), cheapest
         first by score (iteration 0 is the deterministic greedy pass, so the best is never
         worse than it). Distinct: passes that place every job alike before post-processing
-        count once."""
+        count once. With a `deadline`, the randomised passes stop when it passes."""
         p = self.params
         size = p.elite_size if size is None else min(size, p.elite_size)
         iterations = max(1, min(p.max_iterations, self.iteration_cap(ctx)))
@@ -217,15 +230,9 @@ class RandomizedGreedy:
         draws = self.draws(ctx, iterations)
         starts = [ordered(ctx, p.order)] + [ordered(ctx, o) for o in p.extra_orders
                                             if iterations > 1]
+        pre_node, pre_cand, post_node, post_cand, post_moved, scores = self._passes(
+            ctx, np.array(starts, np.int64), draws, deadline)
         k = ctx.packed
-        pre_node, pre_cand, post_node, post_cand, post_moved, scores = passes.compiled(
-            "run_iterations", p.impl)(
-            np.array(starts, np.int64), draws, k.ct, k.cg, k.ctime, k.cen, k.cmov, k.mtime,
-            k.nc, k.home, k.home_g, k.due, k.weight, k.wait_penalty, k.pressure_rank,
-            k.node_type, k.node_cap, k.power, k.type_capacity, float(ctx.now),
-            float(ctx.eur_per_joule), ctx.overhead > 0, p.pi, p.alpha, p.beta,
-            p.score == "lookahead", k.meets, p.config_energy != "alone",
-            p.config_energy == "filled", k.type_nodes, k.type_start)
         rows = np.arange(len(ctx.job_ids))
         pre_gpus = np.where(pre_cand >= 0, k.cg[rows, np.maximum(pre_cand, 0)], -1)
         seen: set[bytes] = set()
@@ -240,6 +247,36 @@ class RandomizedGreedy:
                            tuple(passes.to_placed(ctx, post_node[it], post_cand[it],
                                                   post_moved[it])))
                 for it in unique[:size]]
+
+    def _passes(self, ctx: PlanningContext, starts: np.ndarray, draws: np.ndarray,
+                deadline: Deadline) -> tuple[np.ndarray, ...]:
+        """The kernel's passes (run_iterations): all at once, or with a deadline in slices
+        sized from the time the passes so far took, until the deadline or the last draw."""
+        p, k = self.params, ctx.packed
+        run = passes.compiled("run_iterations", p.impl)
+
+        def call(first: int, last: int, run_starts: bool) -> tuple[np.ndarray, ...]:
+            return run(starts, draws[first:last], first, run_starts, k.ct, k.cg, k.ctime,
+                       k.cen, k.cmov, k.mtime, k.nc, k.home, k.home_g, k.due, k.weight,
+                       k.wait_penalty, k.pressure_rank, k.node_type, k.node_cap, k.power,
+                       k.type_capacity, float(ctx.now), float(ctx.eur_per_joule),
+                       ctx.overhead > 0, p.pi, p.alpha, p.beta, p.score == "lookahead",
+                       k.meets, p.config_energy != "alone", p.config_energy == "filled",
+                       k.type_nodes, k.type_start)
+
+        total = len(draws)
+        if deadline.at is None:
+            return call(0, total, True)
+        done, size, parts = 0, min(total, 4), []
+        tic = time.perf_counter()
+        parts.append(call(0, size, True))  # the deterministic passes always complete
+        done = size
+        while done < total and not deadline.passed():
+            per_pass = (time.perf_counter() - tic) / (done + len(starts))
+            size = int(min(total - done, max(1, deadline.left_s() / max(per_pass, 1e-7))))
+            parts.append(call(done, done + size, False))
+            done += size
+        return tuple(np.concatenate([part[i] for part in parts]) for i in range(6))
 
     # ------------------------------------------------------------------ steps
     @staticmethod
@@ -294,13 +331,13 @@ def leaves_late(ctx: PlanningContext, placed: Placed) -> bool:
                for j, e in enumerate(placed))
 
 
-def refine(snapshot: Snapshot, plan: Plan, params: GreedyParams, arrivals: ArrivalLog
-           ) -> Decision:
+def refine(snapshot: Snapshot, plan: Plan, params: GreedyParams, arrivals: ArrivalLog,
+           deadline: Deadline = NO_DEADLINE) -> Decision:
     """The steps taken on a chosen plan (`params.steps`, see pipeline.py): by default run the
     queue on fewer powered nodes when a timeline of the known jobs keeps them in time, hold
     jobs rather than power a node for one alone (forward-checked), wait for cheaper hours,
     then GPU power limits."""
-    return run_pipeline(snapshot, plan, params, arrivals)
+    return run_pipeline(snapshot, plan, params, arrivals, deadline)
 
 
 GREEDY_OPTIONS = dataclass_options(GreedyParams)

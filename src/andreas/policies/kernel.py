@@ -539,16 +539,18 @@ def post_process(pn, pc, pm, free, ct, cg, ctime, cmov, mtime, cen, nc, home, us
 
 
 @njit(cache=True)
-def run_iterations(starts, U, ct, cg, ctime, cen, cmov, mtime, nc, home, home_g, due, weight,
-                   wait_penalty, pressure_rank, node_type, node_cap, power, type_capacity,
-                   now, eur, overhead_pos, pi, alpha, beta, use_lookahead, meets, marginal,
-                   filled, type_nodes, type_start):
-    """Every pass of one decision: the deterministic passes from `starts`, then one randomised
-    pass per row of the uniforms U (neighbour swaps of a start's order by weight with
-    probability 0.5 +- pi, configuration and node draws), each post-processed. Returns the
-    placements before post-processing (for de-duplication), after it, and each pass's
-    score."""
-    S, J = starts.shape
+def run_iterations(starts, U, r0, run_starts, ct, cg, ctime, cen, cmov, mtime, nc, home,
+                   home_g, due, weight, wait_penalty, pressure_rank, node_type, node_cap, power,
+                   type_capacity, now, eur, overhead_pos, pi, alpha, beta, use_lookahead, meets,
+                   marginal, filled, type_nodes, type_start):
+    """Passes of one decision: the deterministic passes from `starts` (if `run_starts`), then
+    one randomised pass per row of the uniforms U (neighbour swaps of a start's order by
+    weight with probability 0.5 +- pi, configuration and node draws), each post-processed.
+    U's rows are randomised passes r0, r0 + 1, ... of the decision (pass r starts from
+    starts[r % len(starts)]), so a decision may run in slices. Returns the placements before
+    post-processing (for de-duplication), after it, and each pass's score."""
+    S0, J = starts.shape
+    S = S0 if run_starts else 0
     R = U.shape[0]
     I = S + R
     pre_node = np.full((I, J), -1, np.int64)
@@ -568,7 +570,7 @@ def run_iterations(starts, U, ct, cg, ctime, cen, cmov, mtime, nc, home, home_g,
             u_config = no_draws
             u_node = no_draws
         else:
-            order[:] = starts[(it - S) % S]
+            order[:] = starts[(r0 + it - S) % S0]
             u = U[it - S, 0]
             for i in range(J - 1):
                 a = order[i]

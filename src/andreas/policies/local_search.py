@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .base import Plan, Snapshot, register
+from .budget import NO_DEADLINE, Deadline
 from .company import ArrivalLog
 from .greedy import GREEDY_OPTIONS, GreedyParams, RandomizedGreedy, refine, spends_needed_slack
 from .planning import Candidate, PlanningContext
@@ -54,7 +55,11 @@ class LocalSearch:
     # plans the search may return (the slack guard's test against the deterministic pass)
     admissible: Callable[[Placed], bool] = field(default=lambda placed: True)
     resizing: bool = True  # neighbourhood 4 (ImprovedGreedy: offered load below the limit)
+    deadline: Deadline = NO_DEADLINE  # the decision's time budget
     evaluations: int = field(default=0, init=False)
+
+    def budget_left(self) -> bool:
+        return self.evaluations < self.max_evaluations and not self.deadline.passed()
 
     def cost(self, placed: Placed) -> float:
         self.evaluations += 1
@@ -116,15 +121,14 @@ class LocalSearch:
     def improve(self, placed: Placed, cost: float | None = None) -> tuple[Placed, float]:
         """First-improvement hill climbing until no neighbour is cheaper or the budget ends."""
         return climb(list(placed), self.cost(placed) if cost is None else cost,
-                     self.neighbours, self.cost, self.admissible,
-                     lambda: self.evaluations < self.max_evaluations)
+                     self.neighbours, self.cost, self.admissible, self.budget_left)
 
     def relink(self, start: Placed, guide: Placed) -> tuple[Placed, float]:
         """Walk from `start` towards `guide`, one job at a time, keeping the best plan seen."""
         current = list(start)
         best, best_cost = list(start), self.cost(start)
         todo = [j for j in range(len(start)) if start[j] != guide[j]]
-        while todo and self.evaluations < self.max_evaluations:
+        while todo and self.budget_left():
             step_best = None
             for j in todo:
                 plan = list(current)
@@ -161,9 +165,10 @@ class ImprovedGreedy:
     max_evaluations: int = 3000
     arrivals: ArrivalLog = field(default_factory=ArrivalLog)  # for hold_for_company's load
 
-    def best(self, ctx: PlanningContext, resizing: bool = True) -> tuple[Placed, float]:
+    def best(self, ctx: PlanningContext, resizing: bool = True,
+             deadline: Deadline = NO_DEADLINE) -> tuple[Placed, float]:
         greedy = RandomizedGreedy(self.name, self.params)
-        elite = greedy.elite(ctx)
+        elite = greedy.elite(ctx, deadline=deadline)
         plans = [(list(e.placed), e.score) for e in elite]
         guard = self.params.slack_guard
         if guard is None:
@@ -174,7 +179,8 @@ class ImprovedGreedy:
             plans = sorted([(first, first_cost)] + [(p, c) for p, c in plans
                                                     if p != first and admissible(p)],
                            key=lambda pc: pc[1])
-        search = LocalSearch(ctx, self.params.score, self.max_evaluations, admissible, resizing)
+        search = LocalSearch(ctx, self.params.score, self.max_evaluations, admissible, resizing,
+                             deadline)
         best, best_cost = plans[0]
         if self.relinking:
             for i, (a, _) in enumerate(plans):
@@ -196,10 +202,11 @@ class ImprovedGreedy:
         self.arrivals.observe(snapshot)
         if not snapshot.jobs:
             return {}
+        deadline = Deadline.after_ms(self.params.decision_budget_ms)
         ctx = PlanningContext(snapshot, self.params.plan_restart_s)
         resizing = self.arrivals.offered_load(snapshot) < self.params.resize_max_load
-        return refine(snapshot, ctx.to_plan(self.best(ctx, resizing)[0]), self.params,
-                      self.arrivals)
+        return refine(snapshot, ctx.to_plan(self.best(ctx, resizing, deadline)[0]),
+                      self.params, self.arrivals, deadline)
 
 
 @register("andreas-ls", randomized=True, options=GREEDY_OPTIONS,

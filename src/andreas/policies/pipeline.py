@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Callable, Protocol
 
 from ..errors import AndreasError
 from .base import Snapshot
+from .budget import NO_DEADLINE, Deadline
 from .decision import Decision, Reason
 
 if TYPE_CHECKING:
@@ -94,8 +95,10 @@ def kept_asap(snapshot: Snapshot, before: Decision, after: Decision) -> Decision
 
 
 def run_pipeline(snapshot: Snapshot, plan, params: "GreedyParams",
-                 arrivals: "ArrivalLog") -> Decision:
-    """`plan` through the policy's steps; every job left waiting gets a reason."""
+                 arrivals: "ArrivalLog", deadline: Deadline = NO_DEADLINE) -> Decision:
+    """`plan` through the policy's steps; every job left waiting gets a reason. Past the
+    decision's `deadline` the remaining steps are skipped (a checked group begun is undone):
+    each spends slack on a bet, and an unchecked bet is the risk to avoid (budget.py)."""
     from .forward_check import keeps_cost
 
     decision = Decision.of(plan)
@@ -107,6 +110,9 @@ def run_pipeline(snapshot: Snapshot, plan, params: "GreedyParams",
     verify = params.forward_check and not params.pass_budget
     checked = [verify and s.name in params.checked_steps for s in steps]
     for i, step in enumerate(steps):
+        if deadline.passed():
+            decision = decision if before is None else before
+            break
         if checked[i] and before is None:
             before = decision
         decision = kept_asap(snapshot, decision, step.apply(snapshot, decision, ctx))

@@ -11,6 +11,7 @@ Example (paths are relative to the file)::
     gpu_indices: {ws0: [0, 1]}       # CUDA device numbers per node; default 0..gpus-1
     policy: andreas
     policy_options: {seed: 1}
+    decision_budget_ms: 500          # a decision stops searching after this long (0: never)
     period_s: 60                     # also replan every minute (null: only on events)
     grace_s: 10                      # SIGTERM, then SIGKILL after this long
     max_body_bytes: 4194304          # larger request bodies are refused (413)
@@ -29,8 +30,13 @@ from ..errors import AndreasError, ScenarioError
 from ..io import Fields, load_located_yaml, read_cluster, read_profiles
 from ..model import Cluster, Profiles
 from ..policies import POLICIES
-from ..policies.options import check_options
+from ..policies.options import check_options, option_specs
 from .quotas import Limits, Quotas
+
+DEFAULT_DECISION_BUDGET_MS = 500.0
+"""The service's default `decision_budget_ms` (policies/budget.py), for policies that take it:
+while the scheduler decides, the service answers nothing else, so a live decision is bounded
+(the simulator's default is no budget, so that experiments repeat exactly)."""
 
 DEFAULT_PRIORITY_WEIGHTS = {1: 0.0001, 2: 0.0002, 3: 0.0005, 4: 0.001, 5: 0.002}
 """Tardiness weight (EUR per second late) for priorities 1 (lowest) to 5 (highest)."""
@@ -143,6 +149,9 @@ def read_service_config(path: str | Path) -> ServiceConfig:
             policy_options.update(check_options(policy, {key: located.plain()}))
         except AndreasError as exc:
             raise doc.error(f"policy_options.{key}", str(exc), located.line) from None
+    budget = doc.number("decision_budget_ms", default=DEFAULT_DECISION_BUDGET_MS, minimum=0.0)
+    if "decision_budget_ms" in option_specs(policy):  # policy_options' own value wins
+        policy_options.setdefault("decision_budget_ms", budget)
 
     weights = dict(DEFAULT_PRIORITY_WEIGHTS)
     item = doc.get("priority_weights")

@@ -7,6 +7,7 @@
 #              traces; needs ../shared/data); writes bench/zoo.md, bench/zoo.png, bench/zoo.runs.csv
 # make lint  - ruff on src, tests, bench and examples, mypy on src (make test runs it first)
 # make install-browser - Debian's chromium for the dashboard's browser tests (make test runs it)
+# make install-slurm - Debian's Slurm and munge for the slurm executor's tests (make test runs it)
 # make screenshots - the dashboard's pages in that browser at 1280x800, into docs/img
 # make bench-service - 1000 submissions, 100 in flight, to a real andreas serve: latency
 #              percentiles, errors, jobs listed afterwards; appends to bench/service-load.md
@@ -19,7 +20,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint zoo bench bench-scale bench-service chaos install install-browser screenshots clean
+.PHONY: demo test lint zoo bench bench-scale bench-service chaos install install-browser install-slurm screenshots clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +36,9 @@ install: $(STAMP)
 install-browser:
 	scripts/install-browser.sh
 
+install-slurm:
+	scripts/install-slurm.sh
+
 demo: $(STAMP)
 	$(BIN)/andreas generate --nodes 10 --lambda 10000 --seed 1 --out demo-out/scenario
 	$(BIN)/andreas simulate demo-out/scenario --policy andreas --seed 1 --out demo-out/andreas
@@ -45,7 +49,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench examples
 	$(BIN)/mypy src/andreas
 
-test: $(STAMP) install-browser lint
+test: $(STAMP) install-browser install-slurm lint
 	$(BIN)/python -m pytest
 
 screenshots: $(STAMP) install-browser

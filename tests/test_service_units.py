@@ -24,7 +24,7 @@ def andreas(*args):
 
 
 @pytest.mark.parametrize("extra, message", [
-    ("executor: slurm\n", "field 'executor': expected local or ray, got 'slurm'"),
+    ("executor: pbs\n", "field 'executor': expected local, ray or slurm, got 'pbs'"),
     ("gpu_indices: {n1: [0]}\n", "field 'gpu_indices.n1': expected a list of 2 GPU numbers"),
     ("gpu_indices: {n9: [0]}\n", "field 'gpu_indices.n9': unknown node"),
     ("priority_weights: {7: 1}\n", "field 'priority_weights.7'"),

@@ -1,8 +1,9 @@
 """Executors: how the live service starts, watches and stops jobs (mechanism, not policy).
 
 `local` runs jobs as processes on this machine; `ray` places them on the nodes of a running
-Ray cluster. Both start jobs through `andreas.executors.launch`, which makes them survive a
-service restart and never run twice at once.
+Ray cluster; `slurm` submits them to a Slurm cluster. All start jobs through
+`andreas.executors.launch`, which makes them survive a service restart and never run twice at
+once.
 """
 
 from .base import Executor, LaunchRequest, NodeInfo, RunStatus
@@ -22,4 +23,8 @@ def make_executor(kind: str, nodes: list[NodeInfo], *, hidden_values: tuple[str,
         from .ray import RayExecutor
 
         return RayExecutor(nodes, **options)
-    raise ValueError(f"unknown executor {kind!r}; expected local or ray")
+    if kind == "slurm":
+        from .slurm import SlurmExecutor
+
+        return SlurmExecutor(nodes, hidden_values=hidden_values, **options)
+    raise ValueError(f"unknown executor {kind!r}; expected local, ray or slurm")

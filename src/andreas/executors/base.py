@@ -97,6 +97,10 @@ class Executor(Protocol):
         """SIGTERM every run, wait up to `grace_s`, SIGKILL what is left; return when all
         are gone."""
 
+    def foreign_gpus(self) -> dict[str, int]:
+        """GPUs per node held by work this service did not start (another Slurm user's
+        jobs): the planner treats them as busy. Empty where the service owns the nodes."""
+
     def release(self, handle: dict | None) -> None:
         """Free what the executor holds for an ended run (nothing for local processes)."""
 

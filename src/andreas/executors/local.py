@@ -89,6 +89,9 @@ class LocalExecutor:
         while time.monotonic() < deadline and any(self._alive(h) for h in handles):
             time.sleep(0.02)
 
+    def foreign_gpus(self) -> dict[str, int]:
+        return {}  # the service owns these nodes' GPUs
+
     def release(self, handle: dict | None) -> None:
         return None
 

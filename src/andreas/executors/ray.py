@@ -99,6 +99,9 @@ class RayExecutor:
         if refs:
             self.ray.get(refs, timeout=grace_s + 30)
 
+    def foreign_gpus(self) -> dict[str, int]:
+        return {}  # the service owns these nodes' GPUs
+
     def release(self, handle: dict | None) -> None:
         actor = self._actor(handle)
         if actor is not None:

@@ -80,9 +80,18 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
     if admin_token:
         store.ensure_token("admin", "admin", admin_token)
     if executor is None:
-        options = {"address": config.ray_address} if config.executor == "ray" else {}
+        options: dict = {"address": config.ray_address} if config.executor == "ray" else {}
+        if config.executor == "slurm":
+            options["partition"] = config.slurm_partition
         executor = make_executor(config.executor, _nodes(config),
                                  hidden_values=(admin_token,) if admin_token else (), **options)
+        unknown = sorted({n.gpu_type for n in executor.nodes()} - set(config.cluster.gpu_types))
+        if unknown:  # Ray or Slurm named a GPU type the cluster file has no power table for
+            executor.close()
+            raise AndreasError(f"{config.path}: the {config.executor} cluster has GPU types "
+                               f"{', '.join(unknown)}, which the cluster file does not "
+                               f"describe; expected them under gpu_types (known: "
+                               f"{', '.join(sorted(config.cluster.gpu_types))})")
     scheduler = Scheduler(config, store, executor)
 
     @asynccontextmanager

@@ -6,8 +6,9 @@ Example (paths are relative to the file)::
     profiles: profiles.csv           # optional: named profiles jobs can refer to
     database_url: sqlite:///state/andreas.db   # or postgresql+psycopg://user@host/db
     data_dir: state                  # checkpoints, logs, run records
-    executor: local                  # or ray (nodes then come from the Ray cluster)
+    executor: local                  # or ray, or slurm (nodes then come from Ray or Slurm)
     ray_address: auto
+    slurm_partition: gpu             # slurm: the partition to submit to (default: Slurm's)
     gpu_indices: {ws0: [0, 1]}       # CUDA device numbers per node; default 0..gpus-1
     policy: andreas
     policy_options: {seed: 1}
@@ -51,6 +52,7 @@ class ServiceConfig:
     data_dir: Path
     executor: str = "local"
     ray_address: str = "auto"
+    slurm_partition: str | None = None
     gpu_indices: dict[str, tuple[int, ...]] = field(default_factory=dict)
     policy: str = "andreas"
     policy_options: dict = field(default_factory=dict)
@@ -102,8 +104,8 @@ def read_service_config(path: str | Path) -> ServiceConfig:
         return item.value.strip()
 
     executor = text("executor", "local")
-    if executor not in ("local", "ray"):
-        raise doc.error("executor", f"expected local or ray, got {executor!r}",
+    if executor not in ("local", "ray", "slurm"):
+        raise doc.error("executor", f"expected local, ray or slurm, got {executor!r}",
                         doc.require("executor").line)
     cluster_path = base / text("cluster")
     cluster = read_cluster(cluster_path, require_nodes=executor == "local")
@@ -178,6 +180,7 @@ def read_service_config(path: str | Path) -> ServiceConfig:
         path=path, cluster=cluster, profiles=profiles,
         database_url=_sqlite_url(base, text("database_url", f"sqlite:///{data_dir}/andreas.db")),
         data_dir=data_dir, executor=executor, ray_address=text("ray_address", "auto"),
+        slurm_partition=(doc.get("slurm_partition") and text("slurm_partition", "")) or None,
         gpu_indices=indices, policy=policy, policy_options=policy_options, period_s=period,
         poll_s=doc.number("poll_s", default=0.5, positive=True),
         grace_s=doc.number("grace_s", default=10.0, minimum=0.0),

@@ -387,9 +387,12 @@ class Scheduler:
             self.drained = set(s.scalars(select(DrainedNode.name)))
             self.owners = dict(s.execute(select(JobRow.id, User.name).join(
                 User, JobRow.owner_id == User.id).where(JobRow.state.in_(ACTIVE_STATES))).all())
+        for node, gpus in self.executor.foreign_gpus().items():  # another Slurm user's jobs
+            held[node] = held.get(node, 0) + gpus
         if held:
             cluster = replace(cluster, nodes=tuple(
-                Node(n.name, n.gpu_type, n.gpus - held.get(n.name, 0)) for n in cluster.nodes))
+                Node(n.name, n.gpu_type, max(0, n.gpus - held.get(n.name, 0)))
+                for n in cluster.nodes))
         if self.drained:  # a drained node offers only the GPUs its running jobs hold
             running_there: dict[str, int] = {}
             for v in views:

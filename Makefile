@@ -13,6 +13,9 @@
 #              percentiles, errors, jobs listed afterwards; appends to bench/service-load.md
 # make chaos - kill -9 the service at 20 random moments of a real workload, on SQLite and on
 #              PostgreSQL; then check every job; appends to docs/chaos.md (about 10 minutes)
+# make bench-budget - cost against decision budget (andreas); writes bench/budget.md and .png
+# make bench-decisions - andreas decision time p50/p99/max at 100 nodes x 450 jobs and
+#              252 nodes (2,016 GPUs) x 1,000 jobs; writes bench/decisions.md
 # make bench-scale - the whole Philly trace with every fast policy in 300 s rounds (needs
 #              ../shared/data; about 20 minutes); writes bench/scale.md
 PYTHON ?= python3
@@ -20,7 +23,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint zoo bench bench-scale bench-service chaos install install-browser install-slurm screenshots clean
+.PHONY: demo test lint zoo bench bench-budget bench-decisions bench-scale bench-service chaos install install-browser install-slurm screenshots clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -73,6 +76,12 @@ bench-service: $(STAMP)
 chaos: $(STAMP)
 	$(BIN)/python bench/chaos.py --kills 20 --database sqlite --out docs/chaos.md
 	$(BIN)/python bench/chaos.py --kills 20 --database postgresql --out docs/chaos.md
+
+bench-budget: $(STAMP)
+	$(BIN)/python bench/budget_bench.py --out bench/budget.md
+
+bench-decisions: $(STAMP)
+	$(BIN)/python bench/decision_bench.py --out bench/decisions.md
 
 bench-scale: $(STAMP)
 	$(BIN)/python bench/scale_bench.py --out bench/scale.md

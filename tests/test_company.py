@@ -6,6 +6,8 @@ import math
 
 import pytest
 from helpers import Scripted, cluster, job, scenario, snapshot
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from andreas.policies import make_policy
 from andreas.policies.base import Assignment, revisit_at
@@ -254,3 +256,26 @@ def test_the_service_replans_when_a_held_job_must_start(tmp_path):
     scheduler.tick()
     assert scheduler.plan.decisions == 2 and "revisit" in scheduler.plan.reasons
     assert scheduler.plan.revisit_at is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 20), st.integers(1, 20), st.integers(1, 4)),
+                max_size=8),
+       st.integers(0, 30), st.integers(1, 20), st.integers(1, 4), st.integers(4, 12))
+def test_busy_profile_and_earliest_start_match_their_definitions(raw, t0, length, gpus, cap):
+    from andreas.policies.company import _busy_profile, _earliest_start, _usage
+
+    runs = [(float(s), float(s + d), g) for s, d, g in raw]
+
+    def busy(t):  # the definition: GPUs of the runs holding them at t
+        return sum(g for s, e, g in runs if s <= t < e)
+
+    pieces = _usage(_busy_profile(runs), float(t0), float(t0 + length))
+    assert pieces[0][0] == t0
+    for (t, b), nxt in zip(pieces, [p[0] for p in pieces[1:]] + [t0 + length]):
+        assert b == busy(t) and all(busy(x + 0.5) == b for x in range(int(t), int(nxt)))
+    # the first run end after now at which `gpus` GPUs stay free for `length`
+    expected = next((e for e in sorted({e for _, e, _ in runs if e > 0})
+                     if all(busy(x + 0.5) + gpus <= cap for x in range(int(e), int(e) + length))),
+                    None)
+    assert _earliest_start(runs, cap, gpus, float(length), 0.0) == expected

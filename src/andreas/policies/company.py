@@ -27,6 +27,7 @@ held.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right, insort
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
@@ -124,17 +125,45 @@ def hold_for_company(snapshot: Snapshot, plan: Plan, *, share: float = DEFAULT_S
                                       reasons=reasons)
 
 
-def _usage(runs: list[tuple[float, float, int]], t0: float, t1: float) -> list[tuple[float, int]]:
-    """(from, busy GPUs) pieces of the GPUs `runs` hold over [t0, t1)."""
-    cuts = sorted({t0, *(t for s, e, _ in runs for t in (s, e) if t0 < t < t1)})
-    return [(t, sum(g for s, e, g in runs if s <= t < e)) for t in cuts]
+def _busy_profile(runs: list[tuple[float, float, int]]) -> tuple[list[float], list[int]]:
+    """The busy GPUs of `runs` as a step function: busy[i] holds over [times[i], times[i+1])
+    (0 before the first time)."""
+    deltas: dict[float, int] = {}
+    for start, end, gpus in runs:
+        deltas[start] = deltas.get(start, 0) + gpus
+        deltas[end] = deltas.get(end, 0) - gpus
+    times = sorted(deltas)
+    busy, b = [], 0
+    for t in times:
+        b += deltas[t]
+        busy.append(b)
+    return times, busy
+
+
+def _usage(profile: tuple[list[float], list[int]], t0: float,
+           t1: float) -> list[tuple[float, int]]:
+    """(from, busy GPUs) pieces of a busy profile (`_busy_profile`) over [t0, t1)."""
+    times, busy = profile
+    i = bisect_right(times, t0) - 1
+    pieces = [(t0, busy[i] if i >= 0 else 0)]
+    for k in range(i + 1, len(times)):
+        if times[k] >= t1:
+            break
+        pieces.append((times[k], busy[k]))
+    return pieces
 
 
 def _earliest_start(runs: list[tuple[float, float, int]], capacity: int, gpus: int,
-                    run_s: float, now: float) -> float | None:
-    """The first time after `now` at which `gpus` GPUs stay free for `run_s` among `runs`."""
+                    run_s: float, now: float,
+                    profile: tuple[list[float], list[int]] | None = None,
+                    latest: float = math.inf) -> float | None:
+    """The first time after `now`, and by `latest`, at which `gpus` GPUs stay free for
+    `run_s` among `runs` (a run's end: GPUs free only then)."""
+    profile = profile or _busy_profile(runs)
     for t in sorted({e for _, e, _ in runs if e > now}):
-        if all(b + gpus <= capacity for _, b in _usage(runs, t, t + run_s)):
+        if t > latest:
+            return None
+        if all(b + gpus <= capacity for _, b in _usage(profile, t, t + run_s)):
             return t
     return None
 
@@ -155,6 +184,7 @@ def wait_for_a_powered_node(snapshot: Snapshot, plan: Plan, *, share: float = DE
         runs.setdefault(a.node, []).append((now, now + run_s[job_id], a.gpus))
     alone = [j for j, a in plan.items()
              if len(runs[a.node]) == 1 and types[nodes[a.node].gpu_type].idle_w == 0]
+    freeing = _freeing(runs, nodes)
     out = dict(plan)
     wake = math.inf
     awaited: set[str] = set()
@@ -167,12 +197,14 @@ def wait_for_a_powered_node(snapshot: Snapshot, plan: Plan, *, share: float = DE
         # if the GPUs are taken when they free, the job can still start alone, keeping its slack
         latest = view.job.due_date - (1.0 + share) * snapshot.start_run_s(view, kind, home)
         alone_j = types[kind].power_w(home.gpus) * run_s[job_id]
-        best = _cheapest_wait(snapshot, view, runs, nodes, home.node, share)
+        best = _cheapest_wait(snapshot, view, runs, nodes, home.node, share, freeing)
         if best is not None and best[0] < alone_j and now + 1.0 < best[2] <= latest:
             _, node, start, end, gpus = best
             del out[job_id]
             runs[home.node] = []
             runs[node].append((start, end, gpus))
+            for name in (home.node, node):  # their entries move; the others stay sorted
+                _refresh(freeing, runs, nodes, name)
             awaited.add(node)
             reasons[job_id] = Reason("waiting_for_gpus", until=start, node=node)
             wake = min(wake, start)
@@ -182,30 +214,80 @@ def wait_for_a_powered_node(snapshot: Snapshot, plan: Plan, *, share: float = DE
 
 def _cheapest_wait(snapshot: Snapshot, view: JobView,
                    runs: dict[str, list[tuple[float, float, int]]], nodes: dict[str, Node],
-                   home: str, share: float) -> tuple[float, str, float, float, int] | None:
+                   home: str, share: float, freeing: dict[str, list[tuple[float, int, str]]]
+                   ) -> tuple[float, str, float, float, int] | None:
     """(added energy J, node, start, end, GPUs) of the run of `view` that adds least energy to
     a powered node other than `home`, once enough GPUs free there, ending with `share` × its
-    run time of slack; None if there is none."""
+    run time of slack; None if there is none. On a tie, the node listed first in `runs` and
+    the configuration listed first in the profile. `freeing`: per GPU type, (when GPUs first
+    free, position in `runs`, node) sorted by that time, so that nodes freeing too late for
+    the job's slack are never looked at."""
+    configs: dict[str, list[tuple[int, int]]] = {}  # by type: (position in profile, GPUs)
+    for k, (gpu_type, gpus) in enumerate(snapshot.profiles.configs(view.job.profile)):
+        configs.setdefault(gpu_type, []).append((k, gpus))
+    now, due = snapshot.time, view.job.due_date
     best = None
-    for name, node_runs in runs.items():
-        if name == home or not node_runs:
+    best_key: tuple[float, int, int] | None = None
+    for gpu_type, choices in configs.items():
+        kind = snapshot.cluster.gpu_types.get(gpu_type)
+        if kind is None or gpu_type not in freeing:
             continue
-        node = nodes[name]
-        kind = snapshot.cluster.gpu_types[node.gpu_type]
-        for gpu_type, gpus in snapshot.profiles.configs(view.job.profile):
-            if gpu_type != node.gpu_type or gpus > node.gpus:
+        run_s = {}  # the same on every node of the type
+        for _, gpus in choices:
+            run_s[gpus] = snapshot.start_run_s(view, gpu_type, Assignment(home, gpus))
+        latest_any = due - (1.0 + share) * min(run_s.values())
+        for first_free, position, name in freeing[gpu_type]:
+            if first_free > latest_any:
+                break  # the rest free later still
+            node_runs = runs[name]
+            if name == home or not node_runs:
                 continue
-            run = snapshot.start_run_s(view, gpu_type, Assignment(name, gpus))
-            start = _earliest_start(node_runs, node.gpus, gpus, run, snapshot.time)
-            if start is None or start + (1.0 + share) * run > view.job.due_date:
-                continue
-            pieces = _usage(node_runs, start, start + run)
-            ends = [t for t, _ in pieces[1:]] + [start + run]
-            added = sum((kind.power_w(busy + gpus) - kind.power_w(busy)) * (end - t)
-                        for (t, busy), end in zip(pieces, ends))
-            if best is None or added < best[0]:
-                best = (added, name, start, start + run, gpus)
+            profile = None
+            for k, gpus in choices:
+                run = run_s[gpus]
+                latest = due - (1.0 + share) * run  # a later start leaves too little slack
+                if gpus > nodes[name].gpus or first_free > latest:
+                    continue
+                profile = profile or _busy_profile(node_runs)
+                start = _earliest_start(node_runs, nodes[name].gpus, gpus, run, now, profile,
+                                        latest)
+                if start is None:
+                    continue
+                pieces = _usage(profile, start, start + run)
+                ends = [t for t, _ in pieces[1:]] + [start + run]
+                added = sum((kind.power_w(busy + gpus) - kind.power_w(busy)) * (end - t)
+                            for (t, busy), end in zip(pieces, ends))
+                if best_key is None or (added, position, k) < best_key:
+                    best_key = (added, position, k)
+                    best = (added, name, start, start + run, gpus)
     return best
+
+
+def _refresh(freeing: dict[str, list[tuple[float, int, str]]],
+             runs: dict[str, list[tuple[float, float, int]]], nodes: dict[str, Node],
+             name: str) -> None:
+    """Node `name`'s entry in `freeing` after its runs changed."""
+    entries = freeing.setdefault(nodes[name].gpu_type, [])
+    position = next((p for _, p, n in entries if n == name), None)
+    if position is None:
+        position = list(runs).index(name)
+    else:
+        entries[:] = [e for e in entries if e[2] != name]
+    if runs[name]:
+        insort(entries, (min(e for _, e, _ in runs[name]), position, name))
+
+
+def _freeing(runs: dict[str, list[tuple[float, float, int]]],
+             nodes: dict[str, Node]) -> dict[str, list[tuple[float, int, str]]]:
+    """Per GPU type: (when GPUs first free, position in `runs`, node), earliest first."""
+    out: dict[str, list[tuple[float, int, str]]] = {}
+    for position, (name, node_runs) in enumerate(runs.items()):
+        if node_runs:
+            out.setdefault(nodes[name].gpu_type, []).append(
+                (min(e for _, e, _ in node_runs), position, name))
+    for entries in out.values():
+        entries.sort()
+    return out
 
 
 def _all_placed_or_waiting(snapshot: Snapshot, decision: Decision) -> bool:

@@ -16,8 +16,9 @@
 # make bench-budget - cost against decision budget (andreas); writes bench/budget.md and .png
 # make bench-decisions - andreas decision time p50/p99/max at 100 nodes x 450 jobs and
 #              252 nodes (2,016 GPUs) x 1,000 jobs; writes bench/decisions.md
-# make bench-scale - the whole Philly trace with every fast policy in 300 s rounds (needs
-#              ../shared/data; about 20 minutes); writes bench/scale.md
+# make bench-scale - the whole Philly and Alibaba 2023 traces, the baselines event by event and
+#              the Randomized Greedy in 300 s rounds (needs ../shared/data; about 30
+#              minutes); writes bench/scale.md and bench/scale-alibaba.md
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -84,7 +85,8 @@ bench-decisions: $(STAMP)
 	$(BIN)/python bench/decision_bench.py --out bench/decisions.md
 
 bench-scale: $(STAMP)
-	$(BIN)/python bench/scale_bench.py --out bench/scale.md
+	$(BIN)/python bench/scale_bench.py --kind philly --out bench/scale.md
+	$(BIN)/python bench/scale_bench.py --kind alibaba --out bench/scale-alibaba.md
 
 clean:
 	rm -rf $(VENV) demo-out

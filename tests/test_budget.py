@@ -80,3 +80,18 @@ def test_without_a_budget_nothing_reads_the_clock(monkeypatch):
 
     monkeypatch.setattr(time, "perf_counter", no_clock)
     assert make_policy("andreas", seed=2, max_iterations=50).decide(snap) == expected
+
+
+def test_a_forward_check_out_of_time_keeps_the_decision_before_the_bet():
+    from andreas.policies.forward_check import keeps_cost
+
+    sc, snap = _snap(jobs=6, nodes=4)
+    before = make_policy("greedy", steps=()).decide(snap)
+    after = dict(list(before.items())[1:])  # a bet: one job held back
+    log = ArrivalLog()
+    log.observe(snap)
+    spent = Deadline(time.perf_counter() - 1.0)
+    assert keeps_cost(snap, before, after, log, 1, spent) is False
+    assert keeps_cost(snap, before, dict(before), log, 1, spent) is True  # no bet, no check
+    # without a deadline the check plays both forward and decides on cost
+    assert isinstance(keeps_cost(snap, before, after, log, 1), bool)

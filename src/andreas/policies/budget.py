@@ -4,7 +4,8 @@ The deterministic greedy pass always completes, so a decision is never worse tha
 plan. Then the Randomized Greedy's passes run in slices while time is left, the resize and
 local-search climbs stop at the deadline with the best plan found, and past it the plan steps
 are skipped: each spends slack on a bet about the future, and a bet not checked is the risk
-the benchmark zoo showed. Without a budget nothing here reads the clock, and decisions depend
+the benchmark zoo showed; a forward check still running at the deadline stops and the bet is
+not taken. Without a budget nothing here reads the clock, and decisions depend
 on the snapshot alone; with one, on the machine's speed too.
 """
 
@@ -13,6 +14,10 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+
+
+class OutOfTime(Exception):
+    """Raised by `Deadline.check` inside a long computation (a forward check's simulation)."""
 
 
 @dataclass(frozen=True)
@@ -26,6 +31,11 @@ class Deadline:
 
     def passed(self) -> bool:
         return self.at is not None and time.perf_counter() >= self.at
+
+    def check(self) -> None:
+        """Raise OutOfTime if the deadline has passed."""
+        if self.passed():
+            raise OutOfTime
 
     def left_s(self) -> float:
         return math.inf if self.at is None else self.at - time.perf_counter()

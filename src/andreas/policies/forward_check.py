@@ -19,6 +19,7 @@ import numpy as np
 
 from ..model import Job, Profiles
 from .base import Plan, Snapshot
+from .budget import NO_DEADLINE, Deadline, OutOfTime
 from .company import ArrivalLog
 
 SAMPLES = 1  # sampled futures per check (bench/zoo.md: 2 cost twice the time for the same costs)
@@ -58,9 +59,10 @@ def with_profiles_of(snapshot: Snapshot, history: ArrivalLog,
     return replace(snapshot, profiles=profiles)
 
 
-def future_cost(snapshot: Snapshot, plan: Plan, futures: list[tuple[Job, ...]]) -> float:
+def future_cost(snapshot: Snapshot, plan: Plan, futures: list[tuple[Job, ...]],
+                deadline: Deadline = NO_DEADLINE) -> float:
     """Mean cost of every job from now on, `plan` applied now, over the sampled futures (whose
-    profiles `snapshot` holds: `with_profiles_of`)."""
+    profiles `snapshot` holds: `with_profiles_of`). Raises OutOfTime once `deadline` passes."""
     from ..sim.forecast import forecast
     from .greedy import GreedyParams, RandomizedGreedy
 
@@ -69,18 +71,29 @@ def future_cost(snapshot: Snapshot, plan: Plan, futures: list[tuple[Job, ...]]) 
         follower = RandomizedGreedy("forward", GreedyParams(
             max_iterations=1, slack_guard=None, hold_share=None, resize_max_load=0.0,
             consolidate_margin=None, power_limits=False, defer=False))
-        costs = forecast(snapshot, plan, follower, arrivals=arrivals)
+        costs = forecast(snapshot, plan, follower, arrivals=arrivals,
+                         on_event=None if deadline.at is None else deadline.check)
         total += sum(c.total_cost for c in costs.values())
     return total / max(1, len(futures))
 
 
 def keeps_cost(snapshot: Snapshot, before: Plan, after: Plan, history: ArrivalLog,
-               seed: int = 1) -> bool:
-    """Whether `after` (a step's decision) costs no more than `before` played forward."""
+               seed: int = 1, deadline: Deadline = NO_DEADLINE) -> bool:
+    """Whether `after` (a step's decision) costs no more than `before` played forward. If the
+    decision's `deadline` passes first, no: a bet not checked is not taken."""
     if dict(after) == dict(before):
         return True
+    try:
+        return _keeps_cost(snapshot, before, after, history, seed, deadline)
+    except OutOfTime:
+        return False
+
+
+def _keeps_cost(snapshot: Snapshot, before: Plan, after: Plan, history: ArrivalLog, seed: int,
+                deadline: Deadline) -> bool:
     horizon = max((v.job.due_date for v in snapshot.jobs), default=snapshot.time) - snapshot.time
     rng = np.random.default_rng([seed, int(round(snapshot.time * 1000.0)) % (2 ** 63)])
     futures = [sample_arrivals(snapshot, history, horizon, rng) for _ in range(SAMPLES)]
     snapshot = with_profiles_of(snapshot, history, futures)
-    return future_cost(snapshot, after, futures) <= future_cost(snapshot, before, futures) + 1e-9
+    return (future_cost(snapshot, after, futures, deadline)
+            <= future_cost(snapshot, before, futures, deadline) + 1e-9)

@@ -184,7 +184,8 @@ class RandomizedGreedy:
             elif (p.search_check and not p.pass_budget and not deadline.passed()
                   and (leaves_late(ctx, first) or leaves_late(ctx, list(best.placed)))
                   and not keeps_cost(snapshot, ctx.to_plan(first),
-                                     ctx.to_plan(list(best.placed)), self.arrivals, p.seed)):
+                                     ctx.to_plan(list(best.placed)), self.arrivals, p.seed,
+                                     deadline)):
                 best = ScoredPlan(first_score, 0, tuple(first))
         placed = list(best.placed)
         if self.arrivals.offered_load(snapshot) < self.params.resize_max_load:

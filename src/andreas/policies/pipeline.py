@@ -119,7 +119,7 @@ def run_pipeline(snapshot: Snapshot, plan, params: "GreedyParams",
         if checked[i] and (i + 1 == len(steps) or not checked[i + 1]):
             assert before is not None
             if decision != before and not keeps_cost(snapshot, before, decision, arrivals,
-                                                     params.seed):
+                                                     params.seed, deadline):
                 decision = before  # the bet loses played forward: run the jobs now
             before = None
     missing = {v.job_id: Reason("no_capacity") for v in snapshot.jobs

@@ -8,7 +8,7 @@ by a fresh copy of the same policy, and no further arrivals are assumed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from ..model import Job, Scenario
@@ -42,7 +42,8 @@ class JobForecast:
 def forecast(snapshot: Snapshot, plan: Plan, policy: Policy, *,
              start_pays_overhead: bool = False,
              decisions: list[ForeseenDecision] | None = None,
-             arrivals: tuple[Job, ...] = ()) -> dict[str, JobForecast]:
+             arrivals: tuple[Job, ...] = (),
+             on_event: Callable[[], None] | None = None) -> dict[str, JobForecast]:
     """Per job: predicted completion and the cost still to come (energy from now on, plus
     tardiness at the predicted completion).
 
@@ -50,7 +51,8 @@ def forecast(snapshot: Snapshot, plan: Plan, policy: Policy, *,
     true of real processes (interpreter, data loading), which the paper's model leaves out.
     A `decisions` list receives the later decisions the forecast made, in order. `arrivals`
     are jobs assumed to arrive later (submit times after now, on the snapshot's clock): the
-    forward check samples them."""
+    forward check samples them. `on_event` is called at every simulated event (it may raise
+    to stop the forecast: the forward check's time budget)."""
     now = snapshot.time  # the simulation runs on times relative to now: the simulator's
     jobs, preset = [], {}  # tolerances are relative to the clock, and Unix times are large
     for view in snapshot.jobs:
@@ -75,6 +77,7 @@ def forecast(snapshot: Snapshot, plan: Plan, policy: Policy, *,
     wake = revisit_at(plan)  # a plan holding jobs back starts them then at the latest
     simulator = Simulator(scenario, policy, start=0.0, preset=preset,
                           record_decisions=decisions is not None,
+                          on_progress=None if on_event is None else lambda *_: on_event(),
                           first_revisit=None if wake is None else max(0.0, wake - now))
     result = simulator.run()
     if decisions is not None:

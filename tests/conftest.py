@@ -25,6 +25,26 @@ def pg_server(tmp_path_factory):
     server.cleanup()
 
 
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A real one-node Ray cluster (`ray start --head`) with 2 CPUs and 2 logical GPUs of type
+    `fast`, shared by the Ray executor's tests and the simulations run on Ray."""
+    import json
+    import socket
+    import subprocess
+
+    ray = Path(sys.executable).with_name("ray")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    subprocess.run([str(ray), "start", "--head", f"--port={port}", "--num-cpus=2",
+                    "--num-gpus=2", "--resources", json.dumps({"gpu_type:fast": 2}),
+                    "--include-dashboard=false", "--disable-usage-stats"],
+                   check=True, capture_output=True, timeout=180)
+    yield f"127.0.0.1:{port}"
+    subprocess.run([str(ray), "stop", "--force"], capture_output=True, timeout=120)
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database_url(request, tmp_path):
     """Each test gets an empty database of each engine."""

@@ -1,12 +1,7 @@
 """The Ray executor on a real local Ray cluster (`ray start --head`), with real jobs."""
 
-import json
-import socket
-import subprocess
 import sys
-from pathlib import Path
 
-import pytest
 from conftest import epoch_lines, train_job, wait_for, write_service_files
 from fastapi.testclient import TestClient
 
@@ -14,21 +9,6 @@ from andreas.service.api import create_app
 from andreas.service.config import read_service_config
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
-RAY = Path(sys.executable).with_name("ray")
-
-
-@pytest.fixture(scope="module")
-def ray_cluster(tmp_path_factory):
-    """A one-node Ray cluster declaring 2 logical GPUs of type `fast`."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    subprocess.run([str(RAY), "start", "--head", f"--port={port}", "--num-cpus=2",
-                    "--num-gpus=2", "--resources", json.dumps({"gpu_type:fast": 2}),
-                    "--include-dashboard=false", "--disable-usage-stats"],
-                   check=True, capture_output=True, timeout=180)
-    yield f"127.0.0.1:{port}"
-    subprocess.run([str(RAY), "stop", "--force"], capture_output=True, timeout=120)
 
 
 def test_ray_executor_runs_places_and_cancels_real_jobs(tmp_path, ray_cluster):

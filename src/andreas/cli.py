@@ -171,6 +171,9 @@ SetOption = typer.Option(None, "--set", help="A policy option as key=value (repe
 OptionsFile = typer.Option(None, "--policy-options", help="A YAML file of policy options "
                            "(the same mapping as service.yaml's policy_options); --set wins.")
 Period = typer.Option(None, help="Also reschedule every PERIOD simulated seconds.")
+RayAddress = typer.Option(None, "--ray", metavar="ADDRESS",
+                          help="Run each simulation as a task on this Ray cluster ('auto', "
+                          "or host:port of its head); results are those of a local run.")
 PeriodOnly = typer.Option(False, "--period-only", help="Reschedule only every --period "
                           "seconds (rounds, as Gavel does), not at each arrival and "
                           "completion: bounded decisions on long traces.")
@@ -308,6 +311,7 @@ def compare_cmd(
     report: Optional[Path] = typer.Option(None, help="Write report.html, one PNG per figure "
                                           "and the tables here."),
     workers: int = typer.Option(0, min=0, help="Worker processes (0 = one per core)."),
+    ray: Optional[str] = RayAddress,
     period: Optional[float] = Period,
     period_only: bool = PeriodOnly,
     restart_overhead: Optional[float] = Overhead,
@@ -338,7 +342,8 @@ def compare_cmd(
         task = bar.add_task("simulating", total=total)
         comparison = compare(scenarios, names, seed_list, period=period, params=params,
                              workers=workers or default_workers(),
-                             on_done=lambda i: bar.advance(task), period_only=period_only)
+                             on_done=lambda i: bar.advance(task), period_only=period_only,
+                             ray_address=ray)
     table = comparison.table()
     console.print(render_table(table, len(scenarios)))
     if out is not None:
@@ -383,6 +388,7 @@ def sweep_cmd(
     seeds: str = typer.Option("1", help="Seeds of randomised policies."),
     scenario: str = typer.Option("paper", help="Template: 'paper' or a template directory."),
     workers: int = typer.Option(0, min=0, help="Worker processes (0 = one per core)."),
+    ray: Optional[str] = RayAddress,
     period: Optional[float] = Period,
     set_options: Optional[list[str]] = SetOption, options_file: Optional[Path] = OptionsFile,
     policy_flags: Optional[dict] = None,
@@ -408,7 +414,7 @@ def sweep_cmd(
     with _progress() as bar:
         task = bar.add_task("sweeping", total=missing)
         rows, ran = run_sweep(config, template, out, workers=workers or default_workers(),
-                              on_done=lambda i: bar.advance(task))
+                              on_done=lambda i: bar.advance(task), ray_address=ray)
     write_sweep_outputs(rows, names, out)
     console.print(f"{ran} run(s) done now, {len(rows) - ran} reused; wrote {out}/sweep.csv, "
                   "summary.csv, reductions.md and plots")

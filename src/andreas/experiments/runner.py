@@ -1,16 +1,20 @@
-"""Run many simulations, serially or in worker processes, with identical results either way.
+"""Run many simulations, serially, in worker processes or as tasks on a Ray cluster, with
+identical results every way.
 
 Each run is independent and deterministic (policies seed their randomness from the run's seed and
-the decision time), so a pool only changes the wall time. Results come back in submission order.
+the decision time), so a pool or a cluster only changes the wall time. Results come back in
+submission order.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
+from ..errors import AndreasError
 from ..model import Scenario
 from ..policies import POLICIES, make_policy
 from ..policies.options import options_for
@@ -53,8 +57,14 @@ def default_workers() -> int:
 
 
 def run_all(tasks: Sequence[Task], workers: int = 1,
-            on_done: Callable[[int], None] | None = None) -> Iterator[SimulationResult]:
-    """Yield each task's result in task order; `on_done(i)` fires as each finishes."""
+            on_done: Callable[[int], None] | None = None,
+            ray_address: str | None = None) -> Iterator[SimulationResult]:
+    """Yield each task's result in task order; `on_done(i)` fires as each finishes. With
+    `ray_address`, each task is a Ray task on that cluster (`workers` is then Ray's to
+    decide)."""
+    if ray_address is not None:
+        yield from _run_on_ray(tasks, ray_address, on_done)
+        return
     if workers <= 1 or len(tasks) <= 1:
         for i, task in enumerate(tasks):
             result = execute(task)
@@ -74,3 +84,56 @@ def run_all(tasks: Sequence[Task], workers: int = 1,
 def _callback(on_done: Callable[[int], None], i: int) -> Callable[[object], None]:
     """A future's done-callback that reports task `i`."""
     return lambda _future: on_done(i)
+
+
+def _run_on_ray(tasks: Sequence[Task], address: str,
+                on_done: Callable[[int], None] | None) -> Iterator[SimulationResult]:
+    """Every task as a Ray task (one CPU each); results yielded in task order, `on_done` as
+    each finishes. The cluster's workers must import the same andreas (installed on every
+    node, or shipped with a runtime_env: docs/experiments.md)."""
+    try:
+        import ray
+    except ImportError:
+        raise AndreasError("--ray needs Ray: pip install 'andreas[ray]'") from None
+    started = not ray.is_initialized()
+    if started:
+        _check_reachable(address)
+        try:
+            ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
+        except (ConnectionError, RuntimeError) as exc:
+            raise AndreasError(f"--ray: cannot connect to the Ray cluster at {address!r}: "
+                               f"{exc}; start one with `ray start --head`") from None
+    try:
+        remote = ray.remote(num_cpus=1, max_retries=2)(execute)
+        refs = [remote.remote(t) for t in tasks]
+        index = {ref: i for i, ref in enumerate(refs)}
+        results: dict[int, SimulationResult] = {}
+        pending, following = list(refs), 0
+        while following < len(refs):
+            if following not in results:
+                ready, pending = ray.wait(pending, num_returns=1)
+                for ref in ready:
+                    results[index[ref]] = ray.get(ref)
+                    if on_done:
+                        on_done(index[ref])
+                continue
+            yield results.pop(following)
+            following += 1
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _check_reachable(address: str) -> None:
+    """A host:port that answers no TCP connection is an error now, not after Ray's minute of
+    retries ('auto' and other forms are left to Ray)."""
+    import socket
+
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or not host or "://" in address:
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as exc:
+        raise AndreasError(f"--ray: cannot connect to the Ray cluster at {address!r}: {exc}; "
+                           "start one with `ray start --head`") from None

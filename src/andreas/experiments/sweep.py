@@ -89,7 +89,8 @@ def _row(key: tuple, summary: dict) -> dict:
 
 def run_sweep(config: SweepConfig, template: Template, out_dir: Path, *, workers: int = 1,
               on_done: Callable[[int], None] | None = None,
-              max_runs: int | None = None) -> tuple[list[dict], int]:
+              max_runs: int | None = None,
+              ray_address: str | None = None) -> tuple[list[dict], int]:
     """Run what is missing from `out_dir/sweep.csv`; return (all rows, runs done now).
 
     `max_runs` stops early after that many new runs (as an interruption would)."""
@@ -122,7 +123,7 @@ def run_sweep(config: SweepConfig, template: Template, out_dir: Path, *, workers
     _write_canonical(path, done, config)
     with path.open("a", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=SWEEP_COLUMNS)
-        for key, result in zip(todo, run_all(tasks, workers, on_done)):
+        for key, result in zip(todo, run_all(tasks, workers, on_done, ray_address)):
             row = _row(key, result.summary)
             writer.writerow(_csv_values(row))
             f.flush()

@@ -70,7 +70,8 @@ def test_a_step_written_elsewhere_runs_by_its_import_path():
 
 def test_no_forward_check_with_a_pass_budget(monkeypatch):
     # a trace replay bounds its decisions with a pass budget: the check would replay the
-    # whole queue, so the checked steps run unchecked there
+    # whole queue, so the steps it would judge are skipped there (an unchecked bet is not
+    # taken), while a step it does not judge still runs
     import andreas.policies.forward_check as fc
 
     calls = []
@@ -98,5 +99,8 @@ def test_no_forward_check_with_a_pass_budget(monkeypatch):
     assert run_pipeline(snap, plan, checked, ArrivalLog()) == plan  # check said no: undone
     assert calls == [1]
     budget = GreedyParams(steps=("hold_a",), checked_steps=("hold_a",), pass_budget=1000)
-    assert run_pipeline(snap, plan, budget, ArrivalLog()) == {}  # unchecked: the hold stays
+    assert run_pipeline(snap, plan, budget, ArrivalLog()) == plan  # not checked: not taken
+    assert calls == [1]
+    unjudged = GreedyParams(steps=("hold_a",), checked_steps=(), pass_budget=1000)
+    assert run_pipeline(snap, plan, unjudged, ArrivalLog()) == {}  # not a checked step: runs
     assert calls == [1]

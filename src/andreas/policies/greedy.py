@@ -99,8 +99,8 @@ class GreedyParams:
         "load the smaller, longer runs it chooses leave arrivals slow nodes (bench/zoo.md)")
     forward_check: bool = option(
         True, "keep the holds of a decision only if, played forward with sampled arrivals, "
-        "they cost no more than running the held jobs now (forward_check.py); not with a "
-        "pass_budget")
+        "they cost no more than running the held jobs now (forward_check.py); with a "
+        "pass_budget no check runs and the checked steps are skipped")
     search_check: bool = option(
         True, "when either leaves a job late, keep a randomised plan over the deterministic "
         "pass only if, played forward with sampled arrivals, it costs no more "

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import argparse
 import math
-import platform
-import subprocess
-import sys
-from datetime import datetime, timezone
 from pathlib import Path
+
+from benchmeta import measured_line
 
 from andreas.policies import make_policy
 from andreas.sim.engine import simulate
@@ -68,9 +66,7 @@ def main() -> None:
             rows[budget].append((cost / reference, sum(timed.times) / len(timed.times),
                                  max(timed.times)))
     lines = ["# Cost against decision budget (andreas)", "",
-             f"Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on "
-             f"{platform.machine()}, Python {platform.python_version()}, commit {_commit()}; "
-             f"`python {' '.join(sys.argv)}`. Paper-generator instances: 10 and 20 nodes, "
+             measured_line("Generated") + " Paper-generator instances: 10 and 20 nodes, "
              f"λ 10000 and 40000 s, seeds 1-{args.seeds} ({len(rows[BUDGETS_MS[0]])} in all). "
              "Cost ratio: total cost with the budget / without one, same instance.", "",
              "| budget ms | cost ratio (geo. mean) | worst ratio | mean decision ms | "
@@ -110,12 +106,6 @@ def _figure(rows, path: Path) -> None:
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-
-
-def _commit() -> str:
-    run = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                         text=True, cwd=ROOT)
-    return run.stdout.strip() or "unknown"
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ Writes a Markdown table (default bench/decisions.md); `make bench-decisions` run
 from __future__ import annotations
 
 import argparse
-import platform
 import random
 import statistics
 import subprocess
@@ -21,8 +20,9 @@ import sys
 import tempfile
 import time
 from dataclasses import replace
-from datetime import datetime, timezone
 from pathlib import Path
+
+from benchmeta import measured_line
 
 from andreas import load_scenario
 from andreas.model import Scenario
@@ -100,9 +100,7 @@ def main() -> None:
     else:
         print(f"{args.trace}: not found; the Philly size is left out", file=sys.stderr)
     lines = ["# Decision time of andreas on large queues", "",
-             f"Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on "
-             f"{platform.machine()}, Python {platform.python_version()}, commit "
-             f"{_commit()}; `{' '.join(['python', *sys.argv])}`. Each decision is a whole "
+             measured_line("Generated") + " Each decision is a whole "
              f"`decide()` on one core; {args.count} snapshots per size, half of their jobs "
              "running.", "",
              "| size | GPUs | budget ms | p50 s | p99 s | max s |",
@@ -122,12 +120,6 @@ def main() -> None:
               "default budget."]
     args.out.write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
-
-
-def _commit() -> str:
-    run = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                         text=True, cwd=ROOT)
-    return run.stdout.strip() or "unknown"
 
 
 if __name__ == "__main__":

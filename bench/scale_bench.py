@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import subprocess
 import sys
 import tempfile
-from datetime import datetime, timezone
 from pathlib import Path
+
+from benchmeta import measured_line
 
 TYPES = {"philly": ("V100", "P100", "K80"), "alibaba": ("V100", "P100", "T4")}
 
@@ -36,6 +35,8 @@ CLUSTER = cluster_yaml(TYPES["philly"])
 
 RUN = """
 import json, resource, sys, time
+from benchmeta import measured_line
+
 from andreas import load_scenario, make_policy, simulate
 sc = load_scenario(sys.argv[1])
 spec, _, period = sys.argv[2].partition("@")
@@ -85,10 +86,7 @@ def main() -> None:
         what = f"the first {jobs:,}" if args.jobs else f"all {jobs:,}"
         lines = [f"# Scale: {what} {args.kind.capitalize()} jobs, 150 nodes × 8 GPUs "
                  f"({'/'.join(types)})", "",
-                 f"Measured {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on "
-                 f"{platform.machine()} ({os.cpu_count()} CPUs), Python "
-                 f"{platform.python_version()}, commit {_commit()}: `python "
-                 f"{' '.join(sys.argv)}`. Each run in a process of its own, on one core.", "",
+                 measured_line() + " Each run in a process of its own, on one core.", "",
                  "| policy | wall s | peak RSS MB | decisions | restarts | tardy jobs | "
                  "total cost EUR |", "|---|---:|---:|---:|---:|---:|---:|"]
         for policy in args.policies.split(","):
@@ -112,12 +110,6 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
-
-
-def _commit() -> str:
-    run = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                         text=True, cwd=Path(__file__).resolve().parents[1])
-    return run.stdout.strip() or "unknown"
 
 
 if __name__ == "__main__":

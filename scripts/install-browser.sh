@@ -5,15 +5,5 @@ set -euo pipefail
 if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then
     exit 0
 fi
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install Chromium with your system's package manager (the UI tests need it)" >&2
-    exit 1
-fi
-run=""
-if [ "$(id -u)" != "0" ]; then
-    run="sudo"
-fi
-echo "installing Debian's chromium for the dashboard's browser tests ..."
-$run apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $run apt-get install -y -qq chromium >/dev/null
+"$(dirname "$0")/apt-install.sh" "the dashboard's browser tests" chromium
 command -v chromium

@@ -8,17 +8,5 @@ if command -v slurmctld >/dev/null 2>&1 && command -v slurmd >/dev/null 2>&1 \
         && command -v sbatch >/dev/null 2>&1 && command -v munged >/dev/null 2>&1; then
     exit 0
 fi
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install Slurm (slurmctld, slurmd, client commands) and munge with your system's" \
-         "package manager (the slurm executor's tests need them)" >&2
-    exit 1
-fi
-run=""
-if [ "$(id -u)" != "0" ]; then
-    run="sudo"
-fi
-echo "installing Debian's slurmctld, slurmd, slurm-client and munge for the Slurm tests ..."
-$run apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $run apt-get install -y -qq --no-install-recommends \
-    slurmctld slurmd slurm-client munge >/dev/null
+"$(dirname "$0")/apt-install.sh" "the Slurm executor's tests" slurmctld slurmd slurm-client munge
 command -v slurmctld

@@ -35,8 +35,6 @@ CLUSTER = cluster_yaml(TYPES["philly"])
 
 RUN = """
 import json, resource, sys, time
-from benchmeta import measured_line
-
 from andreas import load_scenario, make_policy, simulate
 sc = load_scenario(sys.argv[1])
 spec, _, period = sys.argv[2].partition("@")

@@ -162,3 +162,15 @@ def test_after_kill_9_the_service_re_adopts_its_slurm_jobs(tmp_path, slurm):
         assert len(runs) == 1 and runs[0]["exit_code"] == 0  # adopted, not started again
         log = live.get(f"/jobs/{job}/logs").text
         assert epoch_lines(log) == list(range(1, 13))  # every epoch once
+
+
+def test_a_gpu_type_slurm_names_and_the_cluster_file_lacks_is_an_error_at_start(tmp_path, slurm):
+    from andreas.errors import AndreasError
+
+    path = write_service_files(tmp_path, nodes="", executor="slurm")
+    cluster = tmp_path / "cluster.yaml"  # describe only the fast type
+    cluster.write_text(cluster.read_text().replace("  slow: {node_power_w: [200, 380]}\n", ""))
+    (tmp_path / "profiles.csv").write_text("profile,gpu_type,gpus,seconds_per_epoch\n"
+                                           "one,fast,1,0.3\n")
+    with pytest.raises(AndreasError, match="GPU types slow, which the cluster file does not"):
+        create_app(read_service_config(path), admin_token="admin-secret")

@@ -78,9 +78,10 @@ def main() -> None:
                      f"{1000 * sum(x[1] for x in r) / len(r):.1f} | "
                      f"{1000 * max(x[2] for x in r):.0f} |")
         print(lines[-1], flush=True)
-    lines += ["", "A decision may outrun its budget by the planning tables and one deterministic "
-              "pass, which always complete. Below a few ms the plan steps (holding, "
-              "consolidation) are skipped, so the curve is not monotone there."]
+    lines += ["", "A decision may outrun its budget by the planning tables and the deterministic "
+              "pass, which always complete. Past the budget the plan steps (holding, "
+              "consolidation) are skipped too. The budget is wall time: a busier machine buys "
+              "fewer passes."]
     args.out.write_text("\n".join(lines) + "\n")
     _figure(rows, args.out.with_suffix(".png"))
     print(f"wrote {args.out}")

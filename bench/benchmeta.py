@@ -24,3 +24,10 @@ def measured_line(verb: str = "Measured") -> str:
     return (f"{verb} {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.machine()} "
             f"({os.cpu_count()} CPUs), Python {platform.python_version()}, commit {commit()}: "
             f"`python {' '.join(sys.argv)}`.")
+
+
+def append_row(path: Path, header: str, row: str) -> None:
+    """Add a table row to a Markdown file of dated runs, writing the header first if the file
+    is new: campaigns accumulate, each run a line."""
+    text = path.read_text() if path.exists() else header
+    path.write_text(text + row + "\n")

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import psutil
+from benchmeta import append_row
 
 from andreas.service.sandbox import THREE_GPUS as CLUSTER
 from andreas.service.sandbox import LocalService
@@ -122,8 +123,7 @@ def main() -> int:
               "| date | database | seed | kills | jobs | listed | completed | epochs once | "
               "overlapping | left over | restarts | minutes |\n"
               "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-    text = args.out.read_text() if args.out.exists() else header
-    args.out.write_text(text + row + "\n")
+    append_row(args.out, header, row)
     print(row)
     ok = (r["listed"] == r["completed"] == r["epochs_once"] == r["jobs"]
           and not r["overlapping"] and not r["leftover"])

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import httpx
+from benchmeta import append_row
 
 from andreas.service.sandbox import THREE_GPUS as CLUSTER
 from andreas.service.sandbox import LocalService
@@ -90,8 +91,7 @@ def main() -> int:
               "jobs; latencies in ms. `listed`: jobs `GET /jobs` shows afterwards.\n\n"
               "| date | jobs | in flight | p50 | p95 | p99 | max | errors | listed | "
               "decisions | wall s |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
-    text = args.out.read_text() if args.out.exists() else header
-    args.out.write_text(text + row + "\n")
+    append_row(args.out, header, row)
     print(row)
     for e in sorted(set(errors))[:10]:
         print("error:", e)

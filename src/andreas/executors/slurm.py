@@ -22,6 +22,7 @@ import re
 import shlex
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from ..catalogue import canonical_gpu
@@ -99,7 +100,7 @@ class SlurmExecutor:
                 if n.name not in by_name:
                     raise SlurmError(f"node {n.name!r} is not a Slurm node with typed GPUs "
                                      f"(Slurm has: {', '.join(sorted(by_name)) or 'none'})")
-            found = [replace_info(by_name[n.name], n.gpu_type) for n in nodes]
+            found = [replace(by_name[n.name], gpu_type=n.gpu_type) for n in nodes]
         if not found:
             raise SlurmError("Slurm reports no node with typed GPUs (GRES gpu:TYPE:N)"
                              + (f" in partition {partition!r}" if partition else ""))
@@ -226,11 +227,6 @@ class SlurmExecutor:
 
     def close(self) -> None:
         return None  # Slurm jobs run on; a restarted service re-adopts them
-
-
-def replace_info(info: NodeInfo, gpu_type: str) -> NodeInfo:
-    """The Slurm node as configured: the configured GPU type name wins."""
-    return NodeInfo(info.name, gpu_type, info.gpus, info.gpu_indices)
 
 
 def expand_nodes(nodelist: str) -> list[str]:

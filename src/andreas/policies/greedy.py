@@ -145,7 +145,7 @@ class GreedyParams:
                                f"of {', '.join(CONFIG_ENERGIES)}")
         for step in self.steps:
             resolve(step)  # an unknown step is an error now, not at the first decision
-        if self.impl not in ("fast", "plain"):
+        if self.impl not in passes.IMPLS:
             raise AndreasError(f"unknown implementation {self.impl!r}; expected fast or plain")
         for order in (self.order, *self.extra_orders):
             if order not in ORDERINGS:

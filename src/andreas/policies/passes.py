@@ -15,8 +15,8 @@ import numpy as np
 
 from . import kernel
 from .planning import Candidate, PlanningContext
+from .scoring import Placed
 
-Placed = list[tuple[int, Candidate] | None]
 IMPLS = ("fast", "plain")
 
 

@@ -277,8 +277,7 @@ class Simulator:
         revisit.arm(self.queue, self.revisit if active and not self.period_only else math.inf)
 
     def activate(self, job: Job) -> None:
-        """A job arrives (Arrival events)."""
-        self.arrivals_left -= 1
+        """A job arrives (Arrival events, and the preset's jobs)."""
         s = _JobState(job, job.epochs, len(self.states))
         self.active[job.job_id] = self.states[job.job_id] = s
 
@@ -293,7 +292,6 @@ class Simulator:
 
     def _apply_preset(self, jobs: tuple[Job, ...], now: float) -> None:
         for job in jobs:
-            self.arrivals_left += 1  # activate counts it off
             self.activate(job)
             s = self.states[job.job_id]
             view = self.preset.get(job.job_id)

@@ -1,8 +1,8 @@
 """The simulator's event core: events as small objects on one heap, as in SimPy.
 
-An event knows its time and what happens when it fires. Arrivals chain (each pushes the next
-job's), completions are pushed when a job takes GPUs, and the three timers (the next round's
-tick, the next price change, the policy's revisit) are re-armed after every decision point.
+An event knows its time and what happens when it fires. Every arrival is pushed at the start,
+a completion when a job takes GPUs, and the three timers (the next round's tick, the next price
+change, the policy's revisit) are re-armed after every decision point.
 Nothing is removed from the heap: an event that no longer holds (a completion whose job was
 paused or moved, a timer re-armed elsewhere) carries an old stamp and is skipped when popped.
 So the work per event follows what the event touches, not the number of active jobs.
@@ -38,11 +38,12 @@ class Event:
 
 @dataclass(eq=False)
 class Arrival(Event):
-    """A job is submitted; the next job's arrival follows it onto the heap."""
+    """A job is submitted."""
 
     job: Job
 
     def fire(self, sim: Simulator, now: float) -> None:
+        sim.arrivals_left -= 1
         sim.activate(self.job)
 
 

@@ -23,6 +23,7 @@ from ..policies import pinning
 from ..policies.base import (
     Assignment,
     JobView,
+    Plan,
     Policy,
     Snapshot,
     check_plan,
@@ -350,15 +351,10 @@ class Simulator:
             return
         snapshot = Snapshot(now, self.cluster, self.scenario.profiles, tuple(
             self._view(s, now) for s in active.values()))
-        tic = wallclock.perf_counter()
-        plan = pinning.decide(self.policy, snapshot)
-        self.scheduler_seconds += wallclock.perf_counter() - tic
-        wake = revisit_at(plan)
-        self.revisit = wake if wake is not None and wake > now else math.inf
         self.points += 1
+        plan = self._ask(snapshot, lambda snap: pinning.decide(self.policy, snap))
         if self.record_decisions:
             self.decisions.append((now, frozenset(active), Decision.of(plan)))
-        check_plan(snapshot, plan, self.policy.name)
         starts: list[tuple[_JobState, Assignment]] = []
         for job_id, s in active.items():
             target = plan.get(job_id)
@@ -377,6 +373,16 @@ class Simulator:
         for s, target in starts:
             self._start(s, target, now)
 
+    def _ask(self, snapshot: Snapshot, decide: Callable[[Snapshot], Plan]) -> Plan:
+        """`decide(snapshot)`, timed; the revisit time it asks for noted; the plan checked."""
+        tic = wallclock.perf_counter()
+        plan = decide(snapshot)
+        self.scheduler_seconds += wallclock.perf_counter() - tic
+        wake = revisit_at(plan)
+        self.revisit = wake if wake is not None and wake > snapshot.time else math.inf
+        check_plan(snapshot, plan, self.policy.name)
+        return plan
+
     def _decide_waiting(self, now: float, active: dict[str, _JobState]) -> None:
         """A decision of a policy that keeps running jobs as they run (`preempts` False): it
         sees the waiting jobs alone, on a cluster of the GPUs left free (the snapshot
@@ -392,12 +398,8 @@ class Simulator:
             return
         snapshot = Snapshot(now, self._free_cluster(), self.scenario.profiles,
                             tuple(self._view(s, now) for s in waiting))
-        tic = wallclock.perf_counter()
-        plan = self.policy.decide(snapshot) if snapshot.cluster.nodes else {}
-        self.scheduler_seconds += wallclock.perf_counter() - tic
-        wake = revisit_at(plan)
-        self.revisit = wake if wake is not None and wake > now else math.inf
-        check_plan(snapshot, plan, self.policy.name)
+        plan = self._ask(snapshot, lambda snap: self.policy.decide(snap)
+                         if snap.cluster.nodes else {})
         if self.record_decisions:
             kept = {k: _held(s).assignment for k, s in active.items() if s.stretch is not None}
             self.decisions.append((now, frozenset(active),

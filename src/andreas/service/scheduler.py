@@ -31,6 +31,7 @@ from ..model import Cluster, Job, Node, Profiles
 from ..policies import make_policy, pinning
 from ..policies.base import Assignment, JobView, Snapshot, check_plan, revisit_at, stops_job
 from ..policies.decision import Decision, Reason
+from ..policies.options import options_for
 from ..sim.forecast import ForeseenDecision, JobForecast, forecast
 from .config import ServiceConfig
 from .db import ACTIVE_STATES, DrainedNode, JobRow, ProgressRow, RunRow, User
@@ -513,7 +514,8 @@ class Scheduler:
         options["hold_share"] = None
         cap = int(options.get("max_iterations", 1000))
         options["max_iterations"] = max(1, min(cap, self.FORECAST_BUDGET // max(1, jobs)))
-        return make_policy(self.config.policy, **options)
+        # only what this policy takes: fifo has neither option
+        return make_policy(self.config.policy, **options_for(self.config.policy, options))
 
     def _foreseen_plan(self, snapshot: Snapshot, reasons: list[str]) -> Mapping | None:
         """Keep to the plan the last forecast made for this moment, when what happened is what

@@ -38,6 +38,7 @@ from .jobs import (
     owned_job_ids,
     request_cancel,
     run_out,
+    submitted_with,
     validate_submission,
     visible_job,
     visible_jobs,
@@ -254,27 +255,20 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
                    None, max_length=200, pattern=r"^[\x21-\x7e]+$",
                    description="any token of yours (printable ASCII): a retry with the same "
                                "key returns the job already made instead of a second one")):
-        if idempotency_key is not None:
-            earlier = submitted_with(idempotency_key, user)
-            if earlier is not None:
-                response.status_code = 200
-                return earlier
         row = validate_submission(config, body, time.time(), user.id)
-        row.idempotency_key = idempotency_key
         try:
-            return accept(store, scheduler, [row], user)[0]
+            shown, new = accept(store, scheduler, [row], user, idempotency_key)
         except IntegrityError:  # a concurrent retry with the same key won the race
-            earlier = submitted_with(idempotency_key, user) if idempotency_key else None
+            if idempotency_key is None:
+                raise
+            with store.session() as s:
+                earlier = submitted_with(s, scheduler, user, idempotency_key)
             if earlier is None:
                 raise
+            shown, new = [earlier], False
+        if not new:
             response.status_code = 200
-            return earlier
-
-    def submitted_with(key: str, user: User) -> JobOut | None:
-        with store.session() as s:
-            job = s.scalar(select(JobRow).where(JobRow.owner_id == user.id,
-                                                JobRow.idempotency_key == key))
-            return None if job is None else job_out(s, job, scheduler, None)
+        return shown[0]
 
     @app.post("/jobs/batch", tags=["jobs"], status_code=201, response_model=list[JobOut])
     def submit_batch(body: Annotated[list[JobSubmit], Body(max_length=MAX_BATCH)],
@@ -288,7 +282,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
                 rows.append(validate_submission(config, item, now, user.id))
             except Refused as exc:
                 raise Refused(exc.status, f"job [{i}]: {exc.detail}") from None
-        return accept(store, scheduler, rows, user)
+        return accept(store, scheduler, rows, user)[0]
 
     @app.get("/jobs", tags=["jobs"], response_model=list[JobOut])
     def list_jobs(state: str | None = Query(None, pattern="^(queued|running|paused|completed|"

@@ -94,14 +94,26 @@ def request_cancel(store: Store, scheduler: Scheduler, job_id: str, user: User) 
     scheduler.wake("cancel")
 
 
-def accept(store: Store, scheduler: Scheduler, rows: list[JobRow], user: User) -> list[JobOut]:
+def accept(store: Store, scheduler: Scheduler, rows: list[JobRow], user: User,
+           idempotency_key: str | None = None) -> tuple[list[JobOut], bool]:
     """Store validated submissions in one transaction, wake the scheduler, show them.
     A job with a hard deadline that the forecast ends late is refused (409), and with it
-    the whole submission."""
+    the whole submission. With an `idempotency_key` this user used before, nothing is stored
+    and the job made then is shown. Returns the jobs and whether they are new.
+
+    The common submission is one short piece of work in a transaction shared with the
+    submissions that arrive with it (group_commit.py): every extra transaction would cost
+    every concurrent request a turn at the database."""
+    slow = any(row.hard_deadline or row.upload is not None for row in rows)
+    if idempotency_key is not None and slow:  # a retry must not be forecast or unpacked again
+        with store.session() as s:
+            if (out := submitted_with(s, scheduler, user, idempotency_key)) is not None:
+                return [out], False
     refuse_over_queue(store, scheduler.config.quotas.of(user.name).max_queued, len(rows), user)
     for i, row in enumerate(rows):
         row.id = "job-" + uuid.uuid4().hex[:12]
         row.owner_id = user.id
+        row.idempotency_key = idempotency_key
         if row.hard_deadline:
             refuse_if_late(scheduler, row, f"job [{i}]: " if len(rows) > 1 else "")
     for row in rows:
@@ -112,12 +124,35 @@ def accept(store: Store, scheduler: Scheduler, rows: list[JobRow], user: User) -
             into = scheduler.job_dir(row.id) / "workdir"
             unpack(archive, into)
             row.workdir = str(into)
-    with store.session() as s:
+
+    def insert(s) -> str | None:  # run by the group commit, with others' submissions
+        if idempotency_key is not None:
+            earlier = earlier_job(s, user, idempotency_key)
+            if earlier is not None:
+                return earlier.id
         s.add_all(rows)
+        s.flush()
+        return None
+
+    earlier_id = store.group.run(insert)
+    if earlier_id is not None:
+        with store.session() as s:
+            return [job_out(s, must_get(s, JobRow, earlier_id), scheduler, None)], False
     scheduler.wake("submit")
-    with store.session() as s:
-        return [job_out(s, must_get(s, JobRow, r.id), scheduler, measured=None)
-                for r in rows]
+    return [job_out(None, row, scheduler, None, runs=[], owner=user.name) for row in rows], True
+
+
+def earlier_job(s, user: User, key: str) -> JobRow | None:
+    """The job `user` submitted with Idempotency-Key `key`, if any."""
+    return s.scalar(select(JobRow).where(JobRow.owner_id == user.id,
+                                         JobRow.idempotency_key == key))
+
+
+def submitted_with(s, scheduler: Scheduler, user: User, key: str) -> JobOut | None:
+    """The API's view of the job `user` submitted with Idempotency-Key `key`, if any."""
+    job = earlier_job(s, user, key)
+    return None if job is None else job_out(s, job, scheduler, None)
+
 
 def refuse_over_queue(store: Store, limit: int | None, adding: int, user: User) -> None:
     """409 when `adding` more jobs would give `user` more than `limit` waiting (queued or
@@ -250,11 +285,17 @@ def run_out(r: RunRow) -> RunOut:
                   stop_reason=r.stop_reason, exit_code=r.exit_code)
 
 
-def job_out(s, job: JobRow, scheduler: Scheduler, measured: dict | None) -> JobOut:
-    runs = s.scalars(select(RunRow).where(RunRow.job_id == job.id).order_by(RunRow.id)).all()
+def job_out(s, job: JobRow, scheduler: Scheduler, measured: dict | None, *,
+            runs: list[RunRow] | None = None, owner: str | None = None) -> JobOut:
+    """The API's view of `job`; `runs` and `owner` are read unless the caller has them."""
+    if runs is None:
+        runs = list(s.scalars(select(RunRow).where(RunRow.job_id == job.id)
+                              .order_by(RunRow.id)))
     live = next((r for r in runs if r.state in ("starting", "running")), None)
-    owner = s.get(User, job.owner_id)
-    return JobOut(id=job.id, name=job.name, owner=owner.name if owner else "?", state=job.state,
+    if owner is None:
+        user = s.get(User, job.owner_id)
+        owner = user.name if user else "?"
+    return JobOut(id=job.id, name=job.name, owner=owner, state=job.state,
                   command=job.command, epochs=job.epochs, epochs_done=job.epochs_done,
                   submitted_at=job.submitted_at, due_date=job.due_date, weight=job.weight,
                   profile=job.profile_name or ("inline" if job.inline_profile else None),
@@ -262,7 +303,8 @@ def job_out(s, job: JobRow, scheduler: Scheduler, measured: dict | None) -> JobO
                   message=job.message, running_on=run_out(live) if live else None,
                   restarts=max(0, sum(1 for r in runs if r.handle or r.state != "ended") - 1),
                   speed_factor=job.speed_factor, predicted=job.predicted,
-                  forecast=job.forecast, measured=measured,
+                  forecast=scheduler.plan.forecast.get(job.id, job.forecast),
+                  measured=measured,
                   preemptible=job.preemptible, start_asap=job.start_asap,
                   max_runtime_s=job.max_runtime_s, hard_deadline=job.hard_deadline,
                   **why_waiting(job, scheduler))

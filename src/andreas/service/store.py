@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import threading
 import time
+from collections import deque
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, TypeVar
@@ -22,6 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ..errors import AndreasError
 from .db import DrainedNode, Token, User
+from .group_commit import GroupCommit
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 ROLES = ("admin", "user")
@@ -67,6 +70,45 @@ def make_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True)
 
 
+class FairLock:
+    """A re-entrant lock granted in the order it was asked for. `threading.RLock` is not
+    fair: under a steady stream of requests the scheduler's thread could wait for it until
+    the stream ended, and no job would start meanwhile."""
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._waiting: deque[tuple[int, threading.Lock]] = deque()
+        self._owner: int | None = None
+        self._depth = 0
+
+    def __enter__(self) -> "FairLock":
+        me = threading.get_ident()
+        with self._mutex:
+            if self._owner == me:
+                self._depth += 1
+                return self
+            if self._owner is None:
+                self._owner, self._depth = me, 1
+                return self
+            gate = threading.Lock()
+            gate.acquire()
+            self._waiting.append((me, gate))
+        gate.acquire()  # the last owner hands the lock over: self._owner is now me
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._mutex:
+            self._depth -= 1
+            if self._depth:
+                return
+            if self._waiting:
+                self._owner, gate = self._waiting.popleft()
+                self._depth = 1
+                gate.release()
+            else:
+                self._owner = None
+
+
 class Store:
     def __init__(self, url: str) -> None:
         self.url = url
@@ -79,6 +121,13 @@ class Store:
             raise AndreasError(f"cannot open the database {self.safe_url}: "
                                f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from None
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
+        # SQLite lets one connection write at a time and makes the others sleep and retry
+        # (1, 2, 5, ... 100 ms): under concurrent requests those sleeps were most of the
+        # latency. One lock, taken for every transaction, queues them here instead, where
+        # the next one goes the moment the last commits. PostgreSQL needs none.
+        self._serial = FairLock() if url.startswith("sqlite") else None
+        self._known: dict[str, tuple[float, User, float | None]] = {}  # token hash -> user
+        self.group = GroupCommit(self)  # submissions: one transaction for those that arrive
 
     @property
     def safe_url(self) -> str:
@@ -95,9 +144,12 @@ class Store:
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        with self.sessions() as session:
-            with session.begin():
+        if self._serial is None:
+            with self.sessions() as session, session.begin():
                 yield session
+            return
+        with self._serial, self.sessions() as session, session.begin():
+            yield session
 
     # ------------------------------------------------------------------ users and tokens
     def create_token(self, user: str, role: str = "user",
@@ -125,11 +177,29 @@ class Store:
             if s.scalar(select(Token).where(Token.token_hash == digest)) is None:
                 s.add(Token(user_id=row.id, token_hash=digest, created_at=time.time()))
 
+    TOKEN_CACHE_S = 5.0
+
     def user_for(self, token: str) -> User | None:
-        """The user a token belongs to; None for an unknown, revoked or expired token."""
+        """The user a token belongs to; None for an unknown, revoked or expired token.
+
+        Every request asks, so a valid token's answer is kept for `TOKEN_CACHE_S` seconds:
+        a token revoked through this service is refused from its next request on (revoking
+        clears the cache); one revoked in the database behind the service's back, within
+        that time. Its expiry is checked at every request."""
+        digest, now = hash_token(token), time.time()
+        cached = self._known.get(digest)
+        if cached is not None and now < cached[0]:
+            user, expires_at = cached[1], cached[2]
+            return user if expires_at is None or now < expires_at else None
         with self.session() as s:
-            row = s.scalar(select(Token).where(Token.token_hash == hash_token(token)))
-            return None if row is None or not row.valid(time.time()) else s.get(User, row.user_id)
+            row = s.scalar(select(Token).where(Token.token_hash == digest))
+            if row is None or not row.valid(now):
+                return None
+            user = must_get(s, User, row.user_id)
+        if len(self._known) > 10_000:
+            self._known.clear()
+        self._known[digest] = (now + self.TOKEN_CACHE_S, user, row.expires_at)
+        return user
 
     def tokens(self, user_id: int | None = None) -> list[tuple[Token, User]]:
         """Every token (of one user when `user_id` is given) with its user, oldest first."""
@@ -147,7 +217,9 @@ class Store:
             if row is None or (user_id is not None and row.user_id != user_id):
                 return None
             row.revoked = True
-            return row, must_get(s, User, row.user_id)
+            owner = must_get(s, User, row.user_id)
+        self._known.clear()  # after the commit: no request can cache it valid again
+        return row, owner
 
     # ------------------------------------------------------------------ drained nodes
     def drained_nodes(self) -> dict[str, tuple[float, str]]:
@@ -164,6 +236,7 @@ class Store:
                 s.delete(row)
 
     def close(self) -> None:
+        self.group.close()
         self.engine.dispose()
 
 

@@ -298,7 +298,7 @@ async def submit(request: Request):
                         "on_time": f.completion <= row.due_date + 1e-6}
             return page(request, "submit.html", user, token, form=form, forecast=forecast,
                         error="", profiles=profiles)
-        job = accept(app.store, app.scheduler, [row], user)[0]
+        job = accept(app.store, app.scheduler, [row], user)[0][0]
     except Refused as exc:
         return page(request, "submit.html", user, token, form=form, forecast=None,
                     error=exc.detail, profiles=profiles)

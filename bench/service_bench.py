@@ -1,7 +1,7 @@
 """What one rescheduling decision of the live service costs, by queue size.
 
 The service decides (the policy) and then forecasts the rest of the queue (the simulator, with
-the policy's later decisions at fewer passes: `Scheduler.forecast_policy`). Queues are paper-
+the policy's later decisions at fewer passes: `decider.forecast_policy`). Queues are paper-
 style workloads submitted at once, on 10 nodes per 100 jobs. Writes bench/service.md.
 
     python bench/service_bench.py
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from andreas.policies import make_policy
 from andreas.policies.base import JobView, Snapshot
-from andreas.service.scheduler import Scheduler
+from andreas.service.decider import FORECAST_BUDGET
 from andreas.sim.forecast import forecast
 from andreas.sim.generate import generate_paper_style, load_template
 
@@ -35,7 +35,7 @@ def main() -> None:
         tic = time.perf_counter()
         plan = policy.decide(snap)
         decide_s = time.perf_counter() - tic
-        passes = max(1, min(1000, Scheduler.FORECAST_BUDGET // len(sc.jobs)))
+        passes = max(1, min(1000, FORECAST_BUDGET // len(sc.jobs)))
         tic = time.perf_counter()
         forecast(snap, plan, make_policy("andreas", seed=1, max_iterations=passes),
                  start_pays_overhead=True)

@@ -226,6 +226,7 @@ def test_the_service_replans_when_a_held_job_must_start(tmp_path):
     from andreas.service.api import _nodes
     from andreas.service.config import read_service_config
     from andreas.service.db import JobRow
+    from andreas.service.decider import InlineDecider
     from andreas.service.scheduler import Scheduler
     from andreas.service.store import Store
 
@@ -239,8 +240,9 @@ def test_the_service_replans_when_a_held_job_must_start(tmp_path):
     store = Store(config.database_url)
     store.create_token("u", "user")
     now = [1000.0]
-    scheduler = Scheduler(config, store, LocalExecutor(_nodes(config)), clock=lambda: now[0])
-    scheduler.policy = HoldUntil1100()
+    scheduler = Scheduler(config, store, LocalExecutor(_nodes(config)), clock=lambda: now[0],
+                          decider=InlineDecider(HoldUntil1100(), config.policy,
+                                                config.policy_options))
     with store.session() as s:
         s.add(JobRow(id="j", owner_id=1, name="j", command=["true"], epochs=100.0,
                      submitted_at=1000.0, due_date=5000.0, weight=0.01, profile_name="mlp",

@@ -78,7 +78,8 @@ def test_a_failing_decision_is_shown_not_hidden(tmp_path):
     path = write_service_files(tmp_path)
     path.write_text(path.read_text().replace(
         "policy_options: {seed: 1, hold_share: null}",
-        "policy_options: {seed: 1, hold_share: null, steps: [test_service_reasons:Explode]}"))
+        "policy_options: {seed: 1, hold_share: null, steps: [test_service_reasons:Explode]}\n"
+        "decide_in: thread"))  # Explode.armed is switched in this process
     config = read_service_config(path)
     Explode.armed = True
     try:

@@ -13,6 +13,7 @@ Example (paths are relative to the file)::
     policy: andreas
     policy_options: {seed: 1}
     decision_budget_ms: 500          # a decision stops searching after this long (0: never)
+    decide_in: process               # or thread: where decisions and forecasts run (decider.py)
     period_s: 60                     # also replan every minute (null: only on events)
     grace_s: 10                      # SIGTERM, then SIGKILL after this long
     max_body_bytes: 4194304          # larger request bodies are refused (413)
@@ -56,6 +57,7 @@ class ServiceConfig:
     gpu_indices: dict[str, tuple[int, ...]] = field(default_factory=dict)
     policy: str = "andreas"
     policy_options: dict = field(default_factory=dict)
+    decide_in: str = "process"  # or "thread" (decider.py)
     period_s: float | None = 60.0
     poll_s: float = 0.5
     grace_s: float = 10.0
@@ -155,6 +157,11 @@ def read_service_config(path: str | Path) -> ServiceConfig:
     if "decision_budget_ms" in option_specs(policy):  # policy_options' own value wins
         policy_options.setdefault("decision_budget_ms", budget)
 
+    decide_in = text("decide_in", "process")
+    if decide_in not in ("process", "thread"):
+        raise doc.error("decide_in", f"expected process or thread, got {decide_in!r}",
+                        doc.require("decide_in").line)
+
     weights = dict(DEFAULT_PRIORITY_WEIGHTS)
     item = doc.get("priority_weights")
     if item is not None:
@@ -181,7 +188,8 @@ def read_service_config(path: str | Path) -> ServiceConfig:
         database_url=_sqlite_url(base, text("database_url", f"sqlite:///{data_dir}/andreas.db")),
         data_dir=data_dir, executor=executor, ray_address=text("ray_address", "auto"),
         slurm_partition=(doc.get("slurm_partition") and text("slurm_partition", "")) or None,
-        gpu_indices=indices, policy=policy, policy_options=policy_options, period_s=period,
+        gpu_indices=indices, policy=policy, policy_options=policy_options,
+        decide_in=decide_in, period_s=period,
         poll_s=doc.number("poll_s", default=0.5, positive=True),
         grace_s=doc.number("grace_s", default=10.0, minimum=0.0),
         max_body_bytes=int(doc.number("max_body_bytes", default=4 * 1024 * 1024,

@@ -19,22 +19,21 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from ..catalogue import canonical_gpu
 from ..executors import Executor, LaunchRequest, NodeInfo
 from ..executors.launch import LOCKED_EXIT
 from ..measure.nvml import NvmlMeter
 from ..model import Cluster, Job, Node, Profiles
-from ..policies import make_policy, pinning
 from ..policies.base import Assignment, JobView, Snapshot, check_plan, revisit_at, stops_job
-from ..policies.decision import Decision, Reason
-from ..policies.options import options_for
-from ..sim.forecast import ForeseenDecision, JobForecast, forecast
+from ..policies.decision import Reason
+from ..sim.forecast import ForeseenDecision, JobForecast
 from .config import ServiceConfig
 from .db import ACTIVE_STATES, DrainedNode, JobRow, ProgressRow, RunRow, User
+from .decider import Decider, make_decider, warm_up_snapshot
 from .energy import modelled_costs, run_segments
 from .learning import speed_factor
 from .metrics import decision_histogram
@@ -78,16 +77,24 @@ def waiting_reasons(snapshot: Snapshot, plan: Mapping, why: Mapping[str, Reason]
     return out
 
 
+def _moved(stored: dict | None, entry: dict) -> bool:
+    """Whether a forecast differs from the one stored (by a second, or a cent's thousandth)."""
+    if stored is None:
+        return True
+    return any(abs((stored.get(k) or 0.0) - (entry[k] or 0.0)) > tol
+               for k, tol in (("start", 1.0), ("completion", 1.0), ("total_cost", 1e-5)))
+
+
 class Scheduler:
     def __init__(self, config: ServiceConfig, store: Store, executor: Executor,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, decider: Decider | None = None) -> None:
         self.config = config
         # where jobs post progress: set by `andreas serve` to the address it binds
         self.progress_base = config.public_url or "http://127.0.0.1:8000"
         self.store = store
         self.executor = executor
         self.clock = clock
-        self.policy = make_policy(config.policy, **config.policy_options)
+        self.decider = decider or make_decider(config)
         self.plan = PlanInfo()
         self.meter = NvmlMeter() if executor.kind == "local" else None
         self._reasons: set[str] = {"startup"}
@@ -117,22 +124,18 @@ class Scheduler:
         self._thread.start()
 
     def warm_up(self) -> None:
-        """Decide once on a made-up job before serving, so that compiling the policy's
-        kernels (about a second) does not delay the first real job."""
-        cluster = self.cluster()
-        if not cluster.nodes:
-            return
-        node = cluster.nodes[0]
-        view = JobView(Job("warm-up", 0.0, 1.0, 0.0, 1.0, "p"), 1.0)
-        snapshot = Snapshot(0.0, cluster, Profiles({"p": {(node.gpu_type, 1): 1.0}}), (view,))
-        plan = make_policy(self.config.policy, **self.config.policy_options).decide(snapshot)
-        forecast(snapshot, plan, make_policy(self.config.policy, **self.config.policy_options))
+        """Decide once on a made-up job before the first real one, so that loading the
+        policy's kernels (about a second) does not delay it."""
+        snapshot = warm_up_snapshot(self.cluster())
+        if snapshot is not None:
+            self.decider.warm_up(snapshot)
 
     def stop(self) -> None:
         self._stopping.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=60)
+        self.decider.close()
 
     def wake(self, reason: str) -> None:
         with self._reasons_lock:
@@ -414,7 +417,7 @@ class Scheduler:
         plan = self._foreseen_plan(snapshot, reasons)
         source = "forecast" if plan is not None else "policy"
         if plan is None:
-            plan = pinning.decide(self.policy, snapshot) if snapshot.jobs else {}
+            plan = self.decider.decide(snapshot)
         wake = revisit_at(plan)
         why = dict(getattr(plan, "reasons", {}))  # per waiting job (Decision.reasons)
         plan, refused = self._within_limits(snapshot, dict(plan))
@@ -422,12 +425,12 @@ class Scheduler:
             # decide again without the jobs that may not start now: their GPUs go to others
             rest = replace(snapshot, jobs=tuple(v for v in snapshot.jobs
                                                 if v.job_id not in refused))
-            again = pinning.decide(self.policy, rest) if rest.jobs else {}
+            again = self.decider.decide(rest)
             wake, why = revisit_at(again), dict(getattr(again, "reasons", {}))
             plan, more = self._within_limits(rest, dict(again))
             refused.update(more)
         why.update(refused)
-        check_plan(snapshot, plan, self.policy.name)
+        check_plan(snapshot, plan, self.config.policy)
         keep = {job_id: Assignment(run.node, len(run.gpu_indices))
                 for job_id, run in running.items()}
         predicted = None
@@ -456,11 +459,7 @@ class Scheduler:
                   ) -> tuple[dict, list[ForeseenDecision]]:
         """The rest of the queue under `plan` (which holds jobs back until `wake`, if set), and
         the later decisions the forecast made."""
-        foreseen: list[ForeseenDecision] = []
-        timed = plan if wake is None else Decision(plan, wake)
-        predicted = forecast(snapshot, timed, self.forecast_policy(len(snapshot.jobs)),
-                             start_pays_overhead=True, decisions=foreseen)
-        return predicted, foreseen
+        return self.decider.forecast(snapshot, plan, wake)
 
     def _within_limits(self, snapshot: Snapshot, plan: dict) -> tuple[dict, dict[str, Reason]]:
         """`plan` less the starts that quotas and drained nodes forbid (quotas.py)."""
@@ -479,9 +478,7 @@ class Scheduler:
         snapshot = replace(snapshot, profiles=Profiles(
             {**snapshot.profiles.table, key: self.job_configs(job)}),
             jobs=(*snapshot.jobs, view))
-        policy = self.forecast_policy(len(snapshot.jobs))
-        return forecast(snapshot, pinning.decide(policy, snapshot), policy,
-                        start_pays_overhead=True)[job.id]
+        return self.decider.what_if(snapshot, job.id)
 
     def _worth_switching(self, snapshot: Snapshot, keep: dict, fresh: dict,
                          wake: float | None = None):
@@ -490,7 +487,7 @@ class Scheduler:
         of estimate would cost more in restarts than better estimates save. Returns the plan,
         where it came from, and its forecast (None: not computed yet)."""
         try:
-            check_plan(snapshot, keep, self.policy.name)
+            check_plan(snapshot, keep, self.config.policy)
         except Exception:
             return fresh, "policy", None
         options = {name: self._forecast(snapshot, plan, w) for name, plan, w in
@@ -499,23 +496,6 @@ class Scheduler:
         if total["policy"] < 0.99 * total["kept"]:
             return fresh, "policy", options["policy"]
         return keep, "kept", options["kept"]
-
-    FORECAST_BUDGET = 10_000  # Randomized Greedy passes x queued jobs, per forecast
-
-    def forecast_policy(self, jobs: int):
-        """The policy the forecast simulates later decisions with: the service's own, with
-        fewer Randomized Greedy passes as the queue grows. A forecast makes one decision per
-        future completion, so its cost grows with the square of the queue: with all 1000
-        passes, 500 queued jobs took 146 s per forecast here; 19 passes, about 9 s
-        (bench/service_bench.py). Up to 10 jobs, all passes: fewer made the forecasts of the
-        validation workload 8-12 % off instead of 2-7 %. The forecast assumes no further
-        arrivals, so its decisions hold no job back (hold_share off)."""
-        options = dict(self.config.policy_options)
-        options["hold_share"] = None
-        cap = int(options.get("max_iterations", 1000))
-        options["max_iterations"] = max(1, min(cap, self.FORECAST_BUDGET // max(1, jobs)))
-        # only what this policy takes: fifo has neither option
-        return make_policy(self.config.policy, **options_for(self.config.policy, options))
 
     def _foreseen_plan(self, snapshot: Snapshot, reasons: list[str]) -> Mapping | None:
         """Keep to the plan the last forecast made for this moment, when what happened is what
@@ -530,7 +510,7 @@ class Scheduler:
         for decision in self.foreseen:
             if decision.jobs == active:
                 try:
-                    check_plan(snapshot, decision.plan, self.policy.name)
+                    check_plan(snapshot, decision.plan, self.config.policy)
                 except Exception:
                     return None
                 self.kept += 1
@@ -600,23 +580,33 @@ class Scheduler:
                         decisions=self.plan.decisions + 1)
         self.decision_log.append((snapshot.time, decision_s))
         self.decision_seconds.observe(decision_s)
+        for job_id, f in predicted.items():
+            self._remember_forecast(job_id, snapshot.time, f.completion, f.total_cost)
+            info.forecast[job_id] = {"planned_at": snapshot.time, "start": f.start,
+                                     "completion": f.completion, "energy_cost": f.energy_cost,
+                                     "tardiness_cost": f.tardiness_cost,
+                                     "total_cost": f.total_cost}
         with self.store.session() as s:
-            live = {r.job_id: r for r in s.scalars(
-                select(RunRow).where(RunRow.state.in_(("starting", "running"))))}
+            live: dict[str, list[int]] = dict(s.execute(
+                select(RunRow.job_id, RunRow.gpu_indices)
+                .where(RunRow.state.in_(("starting", "running")))).all())
             for job_id, a in plan.items():
-                run = live.get(job_id)
                 info.assignments[job_id] = {"node": a.node, "gpus": a.gpus,
-                                            "gpu_indices": run.gpu_indices if run else None}
-            for job_id, f in predicted.items():
-                self._remember_forecast(job_id, snapshot.time, f.completion, f.total_cost)
-                entry = {"planned_at": snapshot.time, "start": f.start,
-                         "completion": f.completion, "energy_cost": f.energy_cost,
-                         "tardiness_cost": f.tardiness_cost, "total_cost": f.total_cost}
-                info.forecast[job_id] = entry
-                job = must_get(s, JobRow, job_id)
-                job.forecast = entry
-                if job.predicted is None:
-                    job.predicted = entry
+                                            "gpu_indices": live.get(job_id)}
+            # Stored: the first forecast of each job, and the latest when it moved. The API
+            # shows the latest from memory (`plan.forecast`); rewriting every queued job's
+            # row at every decision held the database from the API's requests.
+            stored: dict[str, dict | None] = dict(s.execute(
+                select(JobRow.id, JobRow.forecast)
+                .where(JobRow.id.in_(list(info.forecast)))).all()) if info.forecast else {}
+            moved = [{"id": job_id, "forecast": entry,
+                      **({"predicted": entry} if stored[job_id] is None else {})}
+                     for job_id, entry in info.forecast.items()
+                     if job_id in stored and _moved(stored[job_id], entry)]
+            for first in (True, False):  # one statement for each set of columns
+                rows = [m for m in moved if ("predicted" in m) == first]
+                if rows:
+                    s.execute(update(JobRow), rows)
         self.plan = info
         self._record_history(snapshot.time, predicted)
 
@@ -641,9 +631,10 @@ class Scheduler:
         self.history.append({"time": now, "predicted_total": total, "jobs": len(spent)})
 
     # ------------------------------------------------------------------ accounting
-    def segments(self, runs: list[RunRow], now: float) -> tuple[Cluster, list]:
+    def segments(self, runs: Sequence[Any], now: float) -> tuple[Cluster, list]:
         """The cluster for accounting and the busy stretches (restart, then run) of `runs` up
-        to `now`: what the modelled energy and the power over time are computed from."""
+        to `now`: what the modelled energy and the power over time are computed from. A run
+        is a RunRow or a row of its columns."""
         cluster = self.cluster_for_accounting(runs)
         return cluster, [seg for r in runs if (r.ended_at or now) > r.started_at
                          for seg in run_segments(cluster, r.job_id, r.node, r.gpu_type,
@@ -654,10 +645,15 @@ class Scheduler:
     def measured(self) -> dict:
         """Costs so far from the runs' busy intervals (modelled energy) and completions."""
         now = self.clock()
-        with self.store.session() as s:
-            jobs = s.scalars(select(JobRow)).all()
-            runs = s.scalars(select(RunRow)).all()
-        cluster, segments = self.segments(list(runs), now)
+        with self.store.session() as s:  # plain rows: loading ORM objects took 10x longer
+            jobs = s.execute(select(JobRow.id, JobRow.submitted_at, JobRow.due_date,
+                                    JobRow.weight, JobRow.epochs, JobRow.state,
+                                    JobRow.completed_at)).all()
+            runs = s.execute(select(RunRow.job_id, RunRow.node, RunRow.gpu_type,
+                                    RunRow.gpu_indices, RunRow.started_at, RunRow.ended_at,
+                                    RunRow.epochs_at_start, RunRow.epochs_at_end,
+                                    RunRow.energy_j)).all()
+        cluster, segments = self.segments(runs, now)
         job_objs = [Job(j.id, j.submitted_at, j.due_date, j.weight, float(j.epochs), "x")
                     for j in jobs]
         costs = modelled_costs(cluster, job_objs, segments)
@@ -677,7 +673,7 @@ class Scheduler:
                 "energy_kwh": costs.energy_joules / 3.6e6,
                 "tardiness_cost": sum(v["tardiness_cost"] for v in out.values())}
 
-    def cluster_for_accounting(self, runs: list[RunRow]) -> Cluster:
+    def cluster_for_accounting(self, runs: Sequence[Any]) -> Cluster:
         """The cluster's nodes, plus any node that ran a job and has since left (Ray)."""
         cluster = self.cluster()
         known = {n.name for n in cluster.nodes}

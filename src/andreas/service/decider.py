@@ -1,0 +1,224 @@
+"""Where the service's policy decides and forecasts: in a process of its own, or inline.
+
+A decision and its forecast are seconds of pure Python and numba on a long queue. Run in the
+scheduler's thread, they hold the interpreter, and every API request waits its turn: with 300
+jobs queued, submissions took 0.4 s at the median and 2-3 s at p99. `ProcessDecider` runs them
+in one worker process (`decide_in: process`, the default), so the service's own process only
+reads and writes the database and answers requests. `InlineDecider` runs them in the calling
+thread (`decide_in: thread`), for tests that hand the scheduler a policy object of their own.
+
+Both keep one policy object for the life of the service, as the simulator does: a policy may
+learn from the decisions it has made (the arrival rate of the holds' forward check). A worker
+that dies is replaced at the next call, with a fresh policy; the failed call raises, and the
+scheduler's next tick retries it.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Protocol
+
+from ..model import Job, Profiles
+from ..policies import Policy, make_policy, pinning
+from ..policies.base import JobView, Snapshot
+from ..policies.decision import Decision
+from ..policies.options import options_for
+from ..sim.forecast import ForeseenDecision, JobForecast, forecast
+
+log = logging.getLogger("andreas.service")
+
+WORKER_NICENESS = 10
+FORECAST_BUDGET = 10_000  # Randomized Greedy passes x queued jobs, per forecast
+# The scheduler keeps to a foreseen decision only at the next events (Scheduler._foreseen_plan);
+# all of them, one plan per future completion, made the answer grow with the queue squared.
+FORESEEN_KEPT = 16
+
+
+def forecast_policy(name: str, options: Mapping[str, Any], jobs: int) -> Policy:
+    """The policy the forecast simulates later decisions with: the service's own, with fewer
+    Randomized Greedy passes as the queue grows. A forecast makes one decision per future
+    completion, so its cost grows with the square of the queue (bench/service_bench.py
+    measures it). Up to 10 jobs, all passes: fewer made the forecasts of the validation
+    workload less accurate (docs/validation.md). The forecast assumes no further arrivals, so
+    its decisions hold no job back (hold_share off). Options the policy does not take (fifo
+    has neither) are left out."""
+    chosen = dict(options)
+    chosen["hold_share"] = None
+    cap = int(chosen.get("max_iterations", 1000))
+    chosen["max_iterations"] = max(1, min(cap, FORECAST_BUDGET // max(1, jobs)))
+    return make_policy(name, **options_for(name, chosen))
+
+
+Forecast = tuple[dict[str, JobForecast], list[ForeseenDecision]]
+
+
+class Decider(Protocol):
+    """Decisions and forecasts for the scheduler (see the module's docstring)."""
+
+    def decide(self, snapshot: Snapshot) -> Mapping: ...
+
+    def forecast(self, snapshot: Snapshot, plan: Mapping, wake: float | None) -> Forecast: ...
+
+    def what_if(self, snapshot: Snapshot, job_id: str) -> JobForecast: ...
+
+    def warm_up(self, snapshot: Snapshot) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Worker:
+    """The decisions and forecasts themselves; one lives in the worker process (or inline)."""
+
+    def __init__(self, policy: Policy, name: str, options: Mapping[str, Any]) -> None:
+        self.policy, self.name, self.options = policy, name, dict(options)
+
+    def decide(self, snapshot: Snapshot) -> Mapping:
+        return pinning.decide(self.policy, snapshot) if snapshot.jobs else {}
+
+    def forecast(self, snapshot: Snapshot, plan: Mapping, wake: float | None) -> Forecast:
+        """The rest of the queue under `plan` (which holds jobs back until `wake`, if set),
+        and the later decisions the forecast made."""
+        foreseen: list[ForeseenDecision] = []
+        timed = plan if wake is None else Decision(dict(plan), wake)
+        policy = forecast_policy(self.name, self.options, len(snapshot.jobs))
+        predicted = forecast(snapshot, timed, policy, start_pays_overhead=True,
+                             decisions=foreseen)
+        return predicted, foreseen[:FORESEEN_KEPT]
+
+    def what_if(self, snapshot: Snapshot, job_id: str) -> JobForecast:
+        """The forecast of `job_id` under the decision the next tick would make, made now."""
+        policy = forecast_policy(self.name, self.options, len(snapshot.jobs))
+        return forecast(snapshot, pinning.decide(policy, snapshot), policy,
+                        start_pays_overhead=True)[job_id]
+
+    def warm_up(self, snapshot: Snapshot) -> None:
+        """Decide and forecast once on a made-up job, so that loading the policy's compiled
+        kernels (about a second) does not delay the first real job."""
+        plan = make_policy(self.name, **self.options).decide(snapshot)
+        self.forecast(snapshot, plan, None)
+
+
+class InlineDecider:
+    """Decides in the calling thread, with `policy` (any object with `name` and `decide`)."""
+
+    def __init__(self, policy: Any, name: str, options: Mapping[str, Any]) -> None:
+        self.worker = Worker(policy, name, options)
+
+    def decide(self, snapshot: Snapshot) -> Mapping:
+        return self.worker.decide(snapshot)
+
+    def forecast(self, snapshot: Snapshot, plan: Mapping, wake: float | None) -> Forecast:
+        return self.worker.forecast(snapshot, plan, wake)
+
+    def what_if(self, snapshot: Snapshot, job_id: str) -> JobForecast:
+        return self.worker.what_if(snapshot, job_id)
+
+    def warm_up(self, snapshot: Snapshot) -> None:
+        self.worker.warm_up(snapshot)
+
+    def close(self) -> None:
+        pass
+
+
+_WORKER: Worker | None = None  # in the worker process
+
+
+def _start_worker(name: str, options: Mapping[str, Any]) -> None:
+    global _WORKER
+    _die_with_parent()
+    # background work: where the cores are few, the API's requests go first
+    os.nice(WORKER_NICENESS)
+    _WORKER = Worker(make_policy(name, **options), name, options)
+
+
+def _die_with_parent() -> None:
+    """End the worker when the service is gone, even killed by SIGKILL, so that it leaves
+    no process behind. Watched, not PR_SET_PDEATHSIG: that signal follows the thread that
+    started the worker, and a request's thread may start a new one and then end."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="andreas-parent-watch", daemon=True).start()
+
+
+def _call(method: str, *args: Any) -> Any:
+    assert _WORKER is not None, "the decision worker was not started"
+    return getattr(_WORKER, method)(*args)
+
+
+class ProcessDecider:
+    """Decides in one worker process (spawned, so no lock of the service's threads is copied
+    into it); calls are served one at a time, in order."""
+
+    def __init__(self, name: str, options: Mapping[str, Any]) -> None:
+        self.name, self.options = name, dict(options)
+        self._lock = threading.Lock()
+        self._pool: ProcessPoolExecutor | None = None
+
+    def _ensure(self) -> ProcessPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ProcessPoolExecutor(
+                    max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_start_worker, initargs=(self.name, self.options))
+            return self._pool
+
+    def _run(self, method: str, *args: Any) -> Any:
+        pool = self._ensure()
+        try:
+            return pool.submit(_call, method, *args).result()
+        except BrokenProcessPool:
+            log.error("the decision worker process died; starting a new one")
+            with self._lock:
+                if self._pool is pool:
+                    self._pool = None
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+
+    def decide(self, snapshot: Snapshot) -> Mapping:
+        return self._run("decide", snapshot)
+
+    def forecast(self, snapshot: Snapshot, plan: Mapping, wake: float | None) -> Forecast:
+        return self._run("forecast", snapshot, plan, wake)
+
+    def what_if(self, snapshot: Snapshot, job_id: str) -> JobForecast:
+        return self._run("what_if", snapshot, job_id)
+
+    def warm_up(self, snapshot: Snapshot) -> None:
+        """Start the worker and warm it up, before the service answers its first request:
+        warmed up in the background, it took a core from the first requests."""
+        self._run("warm_up", snapshot)
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def make_decider(config) -> Decider:
+    """The decider `decide_in` in service.yaml asks for (a ServiceConfig)."""
+    if config.decide_in == "thread":
+        return InlineDecider(make_policy(config.policy, **config.policy_options),
+                             config.policy, config.policy_options)
+    return ProcessDecider(config.policy, config.policy_options)
+
+
+def warm_up_snapshot(cluster) -> Snapshot | None:
+    """A one-job snapshot on the cluster's first node (None for an empty cluster)."""
+    if not cluster.nodes:
+        return None
+    node = cluster.nodes[0]
+    view = JobView(Job("warm-up", 0.0, 1.0, 0.0, 1.0, "p"), 1.0)
+    return Snapshot(0.0, cluster, Profiles({"p": {(node.gpu_type, 1): 1.0}}), (view,))

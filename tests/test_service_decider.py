@@ -1,0 +1,81 @@
+"""The service's decisions in a worker process: the same plans and forecasts as inline, a
+dead worker replaced, and no worker left behind when the service is killed."""
+
+import os
+import signal
+import time
+
+import psutil
+import pytest
+from conftest import write_service_files
+
+from andreas.model import Job
+from andreas.policies import make_policy
+from andreas.policies.base import JobView, Snapshot
+from andreas.service.config import read_service_config
+from andreas.service.decider import InlineDecider, ProcessDecider, warm_up_snapshot
+
+
+def _snapshot(config, jobs: int = 6) -> Snapshot:
+    views = tuple(JobView(Job(f"j{i}", 0.0, 50.0 + 10 * i, 0.01, 20.0 + i, "mlp"), 20.0 + i)
+                  for i in range(jobs))
+    return Snapshot(0.0, config.cluster, config.profiles, views)
+
+
+def test_a_worker_process_decides_and_forecasts_as_inline(tmp_path):
+    config = read_service_config(write_service_files(tmp_path))
+    options = {"seed": 3, "decision_budget_ms": 0.0}
+    snapshot = _snapshot(config)
+    inline = InlineDecider(make_policy("andreas", **options), "andreas", options)
+    worker = ProcessDecider("andreas", options)
+    try:
+        plan = worker.decide(snapshot)
+        assert dict(plan) == dict(inline.decide(snapshot)) and plan
+        assert getattr(plan, "reasons", {}) == getattr(inline.decide(snapshot), "reasons", {})
+        predicted, foreseen = worker.forecast(snapshot, plan, None)
+        expected, expected_foreseen = inline.forecast(snapshot, plan, None)
+        assert predicted == expected and set(predicted) == {v.job_id for v in snapshot.jobs}
+        assert foreseen == expected_foreseen[:len(foreseen)]
+        assert worker.what_if(snapshot, "j2") == inline.what_if(snapshot, "j2")
+    finally:
+        worker.close()
+
+
+def test_a_dead_worker_fails_one_call_and_is_replaced(tmp_path):
+    from concurrent.futures.process import BrokenProcessPool
+
+    config = read_service_config(write_service_files(tmp_path))
+    worker = ProcessDecider("fifo", {})
+    try:
+        snapshot = _snapshot(config)
+        worker.warm_up(warm_up_snapshot(config.cluster))
+        first = worker.decide(snapshot)
+        assert worker._pool is not None
+        (child,) = worker._pool._processes.values()  # the one worker process
+        os.kill(child.pid, signal.SIGKILL)
+        child.join(timeout=30)
+        with pytest.raises(BrokenProcessPool):
+            worker.decide(snapshot)
+        assert worker.decide(snapshot) == first  # a new worker
+    finally:
+        worker.close()
+
+
+def test_a_killed_service_leaves_no_decision_worker(tmp_path):
+    from andreas.service.sandbox import LocalService
+
+    folder = write_service_files(tmp_path).parent
+    service = LocalService(tmp_path / "svc", (folder / "cluster.yaml").read_text(),
+                           (folder / "profiles.csv").read_text())
+    with service:
+        assert service.proc is not None
+        workers = psutil.Process(service.proc.pid).children(recursive=True)
+        assert workers, "the service started no decision worker"
+        service.kill9()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and any(w.is_running() and w.status() != "zombie"
+                                              for w in workers):
+        time.sleep(0.2)
+    alive = [w.pid for w in workers if w.is_running() and w.status() != "zombie"]
+    assert not alive, f"left behind: {alive}"
+    assert os.getpid()  # (the test process itself is untouched)

@@ -9,8 +9,9 @@
 # make install-browser - Debian's chromium for the dashboard's browser tests (make test runs it)
 # make install-slurm - Debian's Slurm and munge for the slurm executor's tests (make test runs it)
 # make screenshots - the dashboard's pages in that browser at 1280x800, into docs/img
-# make bench-service - 300 submissions with 50 in flight, then 1000 with 100, to a real andreas
-#              serve: latency percentiles, errors, jobs listed; appends to bench/service-load.md
+# make bench-service - 300 submissions with 50 in flight, 1000 with 100, and 300 with 50 while
+#              1000 are queued, to a real andreas serve: latency percentiles, errors, jobs
+#              listed; appends to bench/service-load.md
 # make chaos - kill -9 the service at 20 random moments of a real workload, on SQLite and on
 #              PostgreSQL; then check every job; appends to docs/chaos.md (about 10 minutes)
 # make bench-budget - cost against decision budget (andreas); writes bench/budget.md and .png
@@ -74,6 +75,8 @@ bench: $(STAMP)
 bench-service: $(STAMP)
 	$(BIN)/python bench/service_load.py --jobs 300 --in-flight 50 --out bench/service-load.md
 	$(BIN)/python bench/service_load.py --jobs 1000 --in-flight 100 --out bench/service-load.md
+	$(BIN)/python bench/service_load.py --queued 1000 --jobs 300 --in-flight 50 \
+		--out bench/service-load.md
 
 chaos: $(STAMP)
 	$(BIN)/python bench/chaos.py --kills 20 --database sqlite --out docs/chaos.md

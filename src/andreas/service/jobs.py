@@ -57,7 +57,18 @@ def visible_jobs(store: Store, scheduler: Scheduler, user: User, state: str | No
             query = query.join(User, JobRow.owner_id == User.id).where(User.name == owner)
         if state:
             query = query.where(JobRow.state == state)
-        return [job_out(s, j, scheduler, measured.get(j.id)) for j in s.scalars(query)]
+        jobs = list(s.scalars(query))
+        # every job's runs and owner in two queries, not two per job: with 1,300 jobs that
+        # was half a second of holding the database from every other request
+        runs: dict[str, list[RunRow]] = {j.id: [] for j in jobs}
+        ids = list(runs)
+        for start in range(0, len(ids), 900):  # bound the statement's parameters
+            for run in s.scalars(select(RunRow).where(RunRow.job_id.in_(ids[start:start + 900]))
+                                 .order_by(RunRow.id)):
+                runs[run.job_id].append(run)
+        owners = dict(s.execute(select(User.id, User.name)).all())
+        return [job_out(s, j, scheduler, measured.get(j.id), runs=runs[j.id],
+                        owner=owners.get(j.owner_id, "?")) for j in jobs]
 
 
 def gpu_holders(s, owned: set[str] | None) -> dict[str, dict[str, str]]:

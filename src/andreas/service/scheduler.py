@@ -77,6 +77,12 @@ def waiting_reasons(snapshot: Snapshot, plan: Mapping, why: Mapping[str, Reason]
     return out
 
 
+SNAPSHOT_COLUMNS = (JobRow.id, JobRow.submitted_at, JobRow.due_date, JobRow.weight, JobRow.epochs,
+                    JobRow.epochs_done, JobRow.profile_name, JobRow.inline_profile,
+                    JobRow.speed_factor, JobRow.preemptible, JobRow.start_asap,
+                    JobRow.first_started_at)
+
+
 def _moved(stored: dict | None, entry: dict) -> bool:
     """Whether a forecast differs from the one stored (by a second, or a cent's thousandth)."""
     if stored is None:
@@ -188,8 +194,9 @@ class Scheduler:
         nodes = tuple(Node(n.name, n.gpu_type, n.gpus) for n in self.nodes())
         return replace(c, nodes=nodes)
 
-    def job_configs(self, job: JobRow, learned: bool = True) -> dict[tuple[str, int], float]:
-        """Seconds per epoch by (GPU type, GPU count) for a job, scaled by what was learned."""
+    def job_configs(self, job: Any, learned: bool = True) -> dict[tuple[str, int], float]:
+        """Seconds per epoch by (GPU type, GPU count) for a job (a JobRow, or a row of its
+        columns), scaled by what was learned."""
         if job.inline_profile:
             table = {(canonical_gpu(r["gpu_type"]) or r["gpu_type"], int(r["gpus"])):
                      float(r["seconds_per_epoch"]) for r in job.inline_profile}
@@ -198,6 +205,15 @@ class Scheduler:
             table = dict(self.config.profiles.configs(job.profile_name))
         factor = job.speed_factor if learned else 1.0
         return {k: v * factor for k, v in table.items()}
+
+    @staticmethod
+    def profile_key(job: Any) -> str:
+        """The snapshot's profile for `job`: its named profile, shared by every job that runs
+        at its nominal speed; its own when it has inline rows or a learned speed. (One per
+        job made a snapshot of 1,300 queued jobs cost 70 ms of building tables.)"""
+        if job.inline_profile or job.speed_factor != 1.0 or job.profile_name is None:
+            return f"job:{job.id}"
+        return f"profile:{job.profile_name}"
 
     def run_dir(self, job_id: str, run_id: int) -> Path:
         return self.config.data_dir / "jobs" / job_id / "runs" / str(run_id)
@@ -366,9 +382,11 @@ class Scheduler:
         held: dict[str, int] = {}
         views, table, running = [], {}, {}
         with self.store.session() as s:
-            jobs = s.scalars(select(JobRow).where(JobRow.state.in_(ACTIVE_STATES),
-                                                  JobRow.cancel_requested.is_(False))
-                             .order_by(JobRow.submitted_at, JobRow.id)).all()
+            # plain rows of the columns a snapshot needs: ORM objects of 1,300 jobs took
+            # 150 ms to load, all of it holding the database from the API's requests
+            jobs = s.execute(select(*SNAPSHOT_COLUMNS).where(
+                JobRow.state.in_(ACTIVE_STATES), JobRow.cancel_requested.is_(False))
+                .order_by(JobRow.submitted_at, JobRow.id)).all()
             live = {r.job_id: r for r in s.scalars(
                 select(RunRow).where(RunRow.state.in_(("starting", "running"))))}
             for job in jobs:
@@ -378,8 +396,9 @@ class Scheduler:
                     if run is not None:
                         held[run.node] = held.get(run.node, 0) + len(run.gpu_indices)
                     continue
-                key = f"job:{job.id}"
-                table[key] = self.job_configs(job)
+                key = self.profile_key(job)
+                if key not in table:
+                    table[key] = self.job_configs(job)
                 assignment = None
                 if run is not None:
                     assignment = Assignment(run.node, len(run.gpu_indices))

@@ -36,7 +36,8 @@ def squeue(*args):
 def foreign_job(node, gres):
     """A job someone else submitted to Slurm, holding GPUs."""
     out = subprocess.run(["sbatch", "--parsable", f"--nodelist={node}", f"--gres={gres}",
-                          "--job-name=someone-else", "--wrap", "sleep 600"],
+                          "--job-name=someone-else", "--output=/dev/null",
+                          "--wrap", "sleep 600"],
                          capture_output=True, text=True, timeout=30, check=True)
     job_id = out.stdout.strip()
     wait_for(lambda: squeue("-j", job_id, "--format=%T").strip() == "RUNNING", timeout=60,

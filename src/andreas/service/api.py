@@ -63,6 +63,33 @@ from .schemas import (
 from .store import Store, hash_token, must_get
 
 log = logging.getLogger("andreas.service")
+
+# /healthz says "degraded" below this much room for the database, logs and checkpoints
+LOW_DISK_BYTES = 16 * 1024 * 1024
+
+
+def storage_trouble(error: str) -> str | None:
+    """What a database error says about the disk under it (SQLite's and PostgreSQL's words):
+    "the disk is full", "its files are read-only", or None for anything else."""
+    text = error.lower()
+    if "disk is full" in text or "no space left" in text or "could not extend file" in text:
+        return "the disk is full"
+    if "readonly database" in text or "read-only file system" in text:
+        return "its files are read-only"
+    return None
+
+
+def disk_free(folder: Path) -> int | None:
+    """Free bytes on the file system of `folder` (or its nearest existing parent)."""
+    import shutil
+
+    for candidate in (folder, *folder.parents):
+        if candidate.exists():
+            try:
+                return shutil.disk_usage(candidate).free
+            except OSError:
+                return None
+    return None
 MAX_ID = 2**31 - 1  # integer ids fit both engines' INTEGER (a larger one was a 500 on SQLite)
 bearer = HTTPBearer(auto_error=False, description="an API token (`andreas tokens create`; the "
                                                    "first admin's: ANDREAS_ADMIN_TOKEN)")
@@ -132,6 +159,12 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
         sentence and Retry-After, not a 500 traceback. Running jobs go on meanwhile, and the
         scheduler retries its decisions until the database is back."""
         first = str(getattr(exc, "orig", exc)).strip().splitlines()[0][:200]
+        cause = storage_trouble(first)
+        if cause is not None:  # reachable, but it cannot write: say what the operator must do
+            return JSONResponse({"detail": f"the service cannot write to its database: {cause} "
+                                           f"({first}); nothing was stored; try again once "
+                                           f"{config.data_dir} has room"},
+                                status_code=503, headers={"Retry-After": "30"})
         return JSONResponse({"detail": f"the database is unreachable ({first}); try again "
                                        "shortly"}, status_code=503, headers={"Retry-After": "5"})
 
@@ -201,8 +234,12 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
         failing = scheduler.last_error is not None
         state = ("failing: " + scheduler.last_error) if failing else (
             "running" if alive else "stopped")
-        body = {"status": "ok" if database == "ok" and not failing else "degraded",
-                "database": database, "scheduler": state, "failed_ticks": scheduler.errors}
+        free = disk_free(config.data_dir)
+        low = free is not None and free < LOW_DISK_BYTES
+        body = {"status": "ok" if database == "ok" and not failing and not low else "degraded",
+                "database": database, "scheduler": state, "failed_ticks": scheduler.errors,
+                "data_dir": {"path": str(config.data_dir), "free_bytes": free,
+                             "low": low}}
         # a load balancer takes a service whose database is unreachable out of rotation
         return JSONResponse(body, status_code=200 if database == "ok" else 503)
 

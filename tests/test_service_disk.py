@@ -1,0 +1,75 @@
+"""A full disk under the service: clear refusals, nothing half-stored, recovery when space
+returns. The data folder is a small tmpfs of its own (needs root and mount; skipped, saying
+so, where the machine does not allow it)."""
+
+import errno
+import os
+import subprocess
+
+import pytest
+from conftest import wait_for, write_service_files
+
+from andreas.service.sandbox import LocalService
+
+BODY = {"command": ["sleep", "3600"], "epochs": 1, "deadline_s": 86400, "profile": "one"}
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(disk)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()}): run as root")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def _fill(path):
+    """Write zeros to `path` until the file system says it is full."""
+    with open(path, "wb", buffering=0) as f:
+        chunk = b"\0" * (1 << 20)
+        while True:
+            try:
+                f.write(chunk)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+                chunk = chunk[:len(chunk) // 2]
+                if len(chunk) < 512:
+                    return
+
+
+def test_a_full_disk_refuses_clearly_and_recovers(small_disk, tmp_path):
+    files = write_service_files(tmp_path / "files").parent
+    service = LocalService(small_disk / "svc", (files / "cluster.yaml").read_text(),
+                           (files / "profiles.csv").read_text(),
+                           options="policy: fifo\nperiod_s: null\ngrace_s: 1\n")
+    with service:
+        first = service.post("/jobs", json=BODY)
+        assert first.status_code == 201
+        _fill(small_disk / "filler")
+        refused = service.post("/jobs", json=BODY)
+        assert refused.status_code == 503, refused.text
+        assert "cannot write to its database: the disk is full" in refused.json()["detail"]
+        assert refused.headers["Retry-After"]
+        health = service.get("/healthz").json()
+        assert health["status"] == "degraded" and health["data_dir"]["low"]
+        listed = service.get("/jobs")  # reading still works, and nothing half-stored
+        assert listed.status_code == 200 and [j["id"] for j in listed.json()] \
+            == [first.json()["id"]]
+
+        os.remove(small_disk / "filler")
+        again = wait_for(lambda: (lambda r: r if r.status_code == 201 else None)(
+            service.post("/jobs", json=BODY)), what="a submission once space is back")
+        wait_for(lambda: {j["state"] for j in service.get("/jobs").json()} == {"running"},
+                 what="both jobs to start")
+        health = wait_for(lambda: (lambda h: h if h["status"] == "ok" else None)(
+            service.get("/healthz").json()), what="a healthy service")
+        assert not health["data_dir"]["low"] and again.json()["state"] in ("queued", "running")
+        for job in service.get("/jobs").json():
+            service.post(f"/jobs/{job['id']}/cancel")
+        wait_for(lambda: all(j["state"] == "cancelled" for j in service.get("/jobs").json()),
+                 what="the jobs to stop")

@@ -17,10 +17,18 @@ ADMIN = {"Authorization": "Bearer admin-secret"}
 def own_postgres(tmp_path):
     import pgserver
 
-    server = pgserver.get_server(tmp_path / "pg", cleanup_mode="stop")
+    data = tmp_path / "pg"
+    server = pgserver.get_server(data, cleanup_mode="stop")
     server.psql("CREATE DATABASE outage;")
     yield server
     server.cleanup()
+    # pgserver stops only the server it started; the test started it a second time, so that
+    # one is stopped here (it outlived every test run before)
+    left = [p for p in psutil.process_iter(["cmdline"])
+            if str(data) in " ".join(p.info["cmdline"] or [])]
+    for p in left:
+        p.terminate()
+    psutil.wait_procs(left, timeout=30)
 
 
 def test_the_service_rides_out_a_database_outage(tmp_path, own_postgres):

@@ -79,3 +79,46 @@ def test_a_killed_service_leaves_no_decision_worker(tmp_path):
     alive = [w.pid for w in workers if w.is_running() and w.status() != "zombie"]
     assert not alive, f"left behind: {alive}"
     assert os.getpid()  # (the test process itself is untouched)
+
+
+def test_a_forecast_past_its_budget_is_stopped_and_the_plan_stands(tmp_path):
+    from andreas.executors.local import LocalExecutor
+    from andreas.service.api import _nodes
+    from andreas.service.db import JobRow
+    from andreas.service.decider import ForecastCut, Worker
+    from andreas.service.scheduler import Scheduler
+    from andreas.service.store import Store
+
+    config = read_service_config(write_service_files(tmp_path))
+    snapshot = _snapshot(config)
+    worker = Worker(make_policy("fifo"), "fifo", {}, forecast_budget_s=1e-9)
+    with pytest.raises(ForecastCut, match="forecast of 6 queued jobs was stopped after"):
+        worker.forecast(snapshot, worker.decide(snapshot), None)
+    with pytest.raises(ForecastCut):
+        worker.what_if(snapshot, "j1")
+    assert Worker(make_policy("fifo"), "fifo", {}).forecast(
+        snapshot, worker.decide(snapshot), None)[0]  # no budget: a whole forecast
+
+    store = Store(config.database_url)
+    store.create_token("u", "user")
+    scheduler = Scheduler(config, store, LocalExecutor(_nodes(config)),
+                          decider=InlineDecider(make_policy("fifo"), "fifo", {}, 1e-9))
+    with store.session() as s:
+        for name in ("a", "b", "c"):
+            s.add(JobRow(id=name, owner_id=1, name=name, command=["true"], epochs=3.0,
+                         submitted_at=0.0, due_date=1e10, weight=1.0, profile_name="mlp",
+                         state="queued", epochs_done=0.0, cancel_requested=False,
+                         speed_factor=1.0))
+    try:
+        scheduler.replan(["submit"])
+        assert scheduler.plan.assignments and scheduler.plan.forecast == {}
+        assert "stopped after" in (scheduler.forecast_cut or "")
+    finally:
+        scheduler.shutdown(stop_jobs=True)
+
+
+@pytest.mark.parametrize("line, expected", [("forecast_budget_s: null\n", None),
+                                            ("forecast_budget_s: 5\n", 5.0), ("", 30.0)])
+def test_the_forecast_budget_is_read_from_service_yaml(tmp_path, line, expected):
+    path = write_service_files(tmp_path, extra=line)
+    assert read_service_config(path).forecast_budget_s == expected

@@ -31,6 +31,7 @@ def andreas(*args):
     ("grace_s: -1\n", "field 'grace_s': expected a number >= 0.0, got -1"),
     ("decision_budget_ms: -5\n", "field 'decision_budget_ms': expected a number >= 0.0"),
     ("decide_in: gpu\n", "field 'decide_in': expected process or thread, got 'gpu'"),
+    ("forecast_budget_s: 0\n", "field 'forecast_budget_s': expected a number > 0"),
 ])
 def test_bad_service_config_names_file_line_and_field(tmp_path, extra, message):
     path = write_service_files(tmp_path, extra=extra)

@@ -434,6 +434,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
                 "assignments": {j: a for j, a in info.assignments.items() if keep(j)},
                 "waiting": {j: w for j, w in info.waiting.items() if keep(j)},
                 "forecast": forecast,
+                "forecast_cut": scheduler.forecast_cut,  # why no fresh forecast, if none
                 "predicted_total_cost": sum(f["total_cost"] for f in forecast.values())}
 
     @app.get("/metrics", tags=["service"], response_class=PlainTextResponse)

@@ -14,6 +14,7 @@ Example (paths are relative to the file)::
     policy_options: {seed: 1}
     decision_budget_ms: 500          # a decision stops searching after this long (0: never)
     decide_in: process               # or thread: where decisions and forecasts run (decider.py)
+    forecast_budget_s: 30            # a forecast longer than this is stopped (null: never)
     period_s: 60                     # also replan every minute (null: only on events)
     grace_s: 10                      # SIGTERM, then SIGKILL after this long
     max_body_bytes: 4194304          # larger request bodies are refused (413)
@@ -58,6 +59,7 @@ class ServiceConfig:
     policy: str = "andreas"
     policy_options: dict = field(default_factory=dict)
     decide_in: str = "process"  # or "thread" (decider.py)
+    forecast_budget_s: float | None = 30.0  # a longer forecast is stopped (decider.ForecastCut)
     period_s: float | None = 60.0
     poll_s: float = 0.5
     grace_s: float = 10.0
@@ -162,6 +164,10 @@ def read_service_config(path: str | Path) -> ServiceConfig:
         raise doc.error("decide_in", f"expected process or thread, got {decide_in!r}",
                         doc.require("decide_in").line)
 
+    budget_item = doc.get("forecast_budget_s")
+    forecast_budget = None if budget_item is not None and budget_item.value is None else \
+        doc.number("forecast_budget_s", default=30.0, positive=True)
+
     weights = dict(DEFAULT_PRIORITY_WEIGHTS)
     item = doc.get("priority_weights")
     if item is not None:
@@ -189,7 +195,7 @@ def read_service_config(path: str | Path) -> ServiceConfig:
         data_dir=data_dir, executor=executor, ray_address=text("ray_address", "auto"),
         slurm_partition=(doc.get("slurm_partition") and text("slurm_partition", "")) or None,
         gpu_indices=indices, policy=policy, policy_options=policy_options,
-        decide_in=decide_in, period_s=period,
+        decide_in=decide_in, forecast_budget_s=forecast_budget, period_s=period,
         poll_s=doc.number("poll_s", default=0.5, positive=True),
         grace_s=doc.number("grace_s", default=10.0, minimum=0.0),
         max_body_bytes=int(doc.number("max_body_bytes", default=4 * 1024 * 1024,

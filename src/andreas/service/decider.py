@@ -59,6 +59,11 @@ def forecast_policy(name: str, options: Mapping[str, Any], jobs: int) -> Policy:
 Forecast = tuple[dict[str, JobForecast], list[ForeseenDecision]]
 
 
+class ForecastCut(Exception):
+    """A forecast stopped at its time budget (`forecast_budget_s`): it grows with the square
+    of the queue, and a scheduler waiting for it reacts to nothing else."""
+
+
 class Decider(Protocol):
     """Decisions and forecasts for the scheduler (see the module's docstring)."""
 
@@ -76,8 +81,23 @@ class Decider(Protocol):
 class Worker:
     """The decisions and forecasts themselves; one lives in the worker process (or inline)."""
 
-    def __init__(self, policy: Policy, name: str, options: Mapping[str, Any]) -> None:
+    def __init__(self, policy: Policy, name: str, options: Mapping[str, Any],
+                 forecast_budget_s: float | None = None) -> None:
         self.policy, self.name, self.options = policy, name, dict(options)
+        self.forecast_budget_s = forecast_budget_s
+
+    def _run_forecast(self, snapshot: Snapshot, plan: Mapping, policy: Policy,
+                      decisions: list[ForeseenDecision] | None = None) -> dict:
+        """`forecast`, stopped with ForecastCut past the time budget."""
+        budget = self.forecast_budget_s
+        deadline = time.monotonic() + (budget or 0.0)
+
+        def past_budget() -> None:
+            if time.monotonic() > deadline:
+                raise ForecastCut(f"the forecast of {len(snapshot.jobs)} queued jobs was "
+                                  f"stopped after {budget:g} s (forecast_budget_s)")
+        return forecast(snapshot, plan, policy, start_pays_overhead=True,
+                        decisions=decisions, on_event=past_budget if budget else None)
 
     def decide(self, snapshot: Snapshot) -> Mapping:
         return pinning.decide(self.policy, snapshot) if snapshot.jobs else {}
@@ -88,15 +108,13 @@ class Worker:
         foreseen: list[ForeseenDecision] = []
         timed = plan if wake is None else Decision(dict(plan), wake)
         policy = forecast_policy(self.name, self.options, len(snapshot.jobs))
-        predicted = forecast(snapshot, timed, policy, start_pays_overhead=True,
-                             decisions=foreseen)
+        predicted = self._run_forecast(snapshot, timed, policy, foreseen)
         return predicted, foreseen[:FORESEEN_KEPT]
 
     def what_if(self, snapshot: Snapshot, job_id: str) -> JobForecast:
         """The forecast of `job_id` under the decision the next tick would make, made now."""
         policy = forecast_policy(self.name, self.options, len(snapshot.jobs))
-        return forecast(snapshot, pinning.decide(policy, snapshot), policy,
-                        start_pays_overhead=True)[job_id]
+        return self._run_forecast(snapshot, pinning.decide(policy, snapshot), policy)[job_id]
 
     def warm_up(self, snapshot: Snapshot) -> None:
         """Decide and forecast once on a made-up job, so that loading the policy's compiled
@@ -108,8 +126,9 @@ class Worker:
 class InlineDecider:
     """Decides in the calling thread, with `policy` (any object with `name` and `decide`)."""
 
-    def __init__(self, policy: Any, name: str, options: Mapping[str, Any]) -> None:
-        self.worker = Worker(policy, name, options)
+    def __init__(self, policy: Any, name: str, options: Mapping[str, Any],
+                 forecast_budget_s: float | None = None) -> None:
+        self.worker = Worker(policy, name, options, forecast_budget_s)
 
     def decide(self, snapshot: Snapshot) -> Mapping:
         return self.worker.decide(snapshot)
@@ -130,12 +149,13 @@ class InlineDecider:
 _WORKER: Worker | None = None  # in the worker process
 
 
-def _start_worker(name: str, options: Mapping[str, Any]) -> None:
+def _start_worker(name: str, options: Mapping[str, Any],
+                  forecast_budget_s: float | None) -> None:
     global _WORKER
     _die_with_parent()
     # background work: where the cores are few, the API's requests go first
     os.nice(WORKER_NICENESS)
-    _WORKER = Worker(make_policy(name, **options), name, options)
+    _WORKER = Worker(make_policy(name, **options), name, options, forecast_budget_s)
 
 
 def _die_with_parent() -> None:
@@ -161,8 +181,9 @@ class ProcessDecider:
     """Decides in one worker process (spawned, so no lock of the service's threads is copied
     into it); calls are served one at a time, in order."""
 
-    def __init__(self, name: str, options: Mapping[str, Any]) -> None:
-        self.name, self.options = name, dict(options)
+    def __init__(self, name: str, options: Mapping[str, Any],
+                 forecast_budget_s: float | None = None) -> None:
+        self.name, self.options, self.forecast_budget_s = name, dict(options), forecast_budget_s
         self._lock = threading.Lock()
         self._pool: ProcessPoolExecutor | None = None
 
@@ -171,7 +192,8 @@ class ProcessDecider:
             if self._pool is None:
                 self._pool = ProcessPoolExecutor(
                     max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                    initializer=_start_worker, initargs=(self.name, self.options))
+                    initializer=_start_worker,
+                    initargs=(self.name, self.options, self.forecast_budget_s))
             return self._pool
 
     def _run(self, method: str, *args: Any) -> Any:
@@ -211,8 +233,8 @@ def make_decider(config) -> Decider:
     """The decider `decide_in` in service.yaml asks for (a ServiceConfig)."""
     if config.decide_in == "thread":
         return InlineDecider(make_policy(config.policy, **config.policy_options),
-                             config.policy, config.policy_options)
-    return ProcessDecider(config.policy, config.policy_options)
+                             config.policy, config.policy_options, config.forecast_budget_s)
+    return ProcessDecider(config.policy, config.policy_options, config.forecast_budget_s)
 
 
 def warm_up_snapshot(cluster) -> Snapshot | None:

@@ -33,7 +33,7 @@ from ..policies.decision import Reason
 from ..sim.forecast import ForeseenDecision, JobForecast
 from .config import ServiceConfig
 from .db import ACTIVE_STATES, DrainedNode, JobRow, ProgressRow, RunRow, User
-from .decider import Decider, make_decider, warm_up_snapshot
+from .decider import Decider, ForecastCut, make_decider, warm_up_snapshot
 from .energy import modelled_costs, run_segments
 from .learning import speed_factor
 from .metrics import decision_histogram
@@ -122,6 +122,7 @@ class Scheduler:
         self.owners: dict[str, str] = {}  # job id -> user name, of the active jobs
         self.foreseen: list[ForeseenDecision] = []  # the decisions the last forecast made
         self.kept = 0  # decisions taken from the forecast rather than made afresh
+        self.forecast_cut: str | None = None  # why the latest forecast was stopped, if it was
 
     # ------------------------------------------------------------------ thread
     def start(self) -> None:
@@ -478,7 +479,15 @@ class Scheduler:
                   ) -> tuple[dict, list[ForeseenDecision]]:
         """The rest of the queue under `plan` (which holds jobs back until `wake`, if set), and
         the later decisions the forecast made."""
-        return self.decider.forecast(snapshot, plan, wake)
+        try:
+            predicted, foreseen = self.decider.forecast(snapshot, plan, wake)
+        except ForecastCut as cut:  # the plan stands; the predictions shown are older ones
+            if self.forecast_cut is None:
+                log.warning("%s; the predictions shown are older ones", cut)
+            self.forecast_cut = str(cut)
+            return {}, []
+        self.forecast_cut = None
+        return predicted, foreseen
 
     def _within_limits(self, snapshot: Snapshot, plan: dict) -> tuple[dict, dict[str, Reason]]:
         """`plan` less the starts that quotas and drained nodes forbid (quotas.py)."""

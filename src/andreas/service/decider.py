@@ -123,24 +123,8 @@ class Worker:
         self.forecast(snapshot, plan, None)
 
 
-class InlineDecider:
+class InlineDecider(Worker):
     """Decides in the calling thread, with `policy` (any object with `name` and `decide`)."""
-
-    def __init__(self, policy: Any, name: str, options: Mapping[str, Any],
-                 forecast_budget_s: float | None = None) -> None:
-        self.worker = Worker(policy, name, options, forecast_budget_s)
-
-    def decide(self, snapshot: Snapshot) -> Mapping:
-        return self.worker.decide(snapshot)
-
-    def forecast(self, snapshot: Snapshot, plan: Mapping, wake: float | None) -> Forecast:
-        return self.worker.forecast(snapshot, plan, wake)
-
-    def what_if(self, snapshot: Snapshot, job_id: str) -> JobForecast:
-        return self.worker.what_if(snapshot, job_id)
-
-    def warm_up(self, snapshot: Snapshot) -> None:
-        self.worker.warm_up(snapshot)
 
     def close(self) -> None:
         pass

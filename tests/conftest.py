@@ -94,6 +94,27 @@ def write_service_files(directory: Path, *, nodes: str | None = None, extra: str
     return directory / "service.yaml"
 
 
+def scheduler_with_queued_jobs(config, job_ids, decider=None):
+    """A service Scheduler (local executor, its own store) with `job_ids` queued: 3-epoch jobs
+    of profile mlp that run `true`, due far ahead. Call its shutdown(stop_jobs=True)."""
+    from andreas.executors.local import LocalExecutor
+    from andreas.service.api import _nodes
+    from andreas.service.db import JobRow
+    from andreas.service.scheduler import Scheduler
+    from andreas.service.store import Store
+
+    store = Store(config.database_url)
+    store.create_token("u", "user")
+    scheduler = Scheduler(config, store, LocalExecutor(_nodes(config)), decider=decider)
+    with store.session() as s:
+        for name in job_ids:
+            s.add(JobRow(id=name, owner_id=1, name=name, command=["true"], epochs=3.0,
+                         submitted_at=0.0, due_date=1e10, weight=1.0, profile_name="mlp",
+                         state="queued", epochs_done=0.0, cancel_requested=False,
+                         speed_factor=1.0))
+    return scheduler
+
+
 def train_job(epochs: int, *, deadline_s: float = 600, samples: int = 60000, **extra) -> dict:
     """A submission of the NumPy example training script."""
     body = {"script": str(TRAIN), "args": ["--samples", str(samples)], "epochs": epochs,

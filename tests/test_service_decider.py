@@ -7,7 +7,7 @@ import time
 
 import psutil
 import pytest
-from conftest import write_service_files
+from conftest import scheduler_with_queued_jobs, write_service_files
 
 from andreas.model import Job
 from andreas.policies import make_policy
@@ -82,12 +82,7 @@ def test_a_killed_service_leaves_no_decision_worker(tmp_path):
 
 
 def test_a_forecast_past_its_budget_is_stopped_and_the_plan_stands(tmp_path):
-    from andreas.executors.local import LocalExecutor
-    from andreas.service.api import _nodes
-    from andreas.service.db import JobRow
     from andreas.service.decider import ForecastCut, Worker
-    from andreas.service.scheduler import Scheduler
-    from andreas.service.store import Store
 
     config = read_service_config(write_service_files(tmp_path))
     snapshot = _snapshot(config)
@@ -99,16 +94,8 @@ def test_a_forecast_past_its_budget_is_stopped_and_the_plan_stands(tmp_path):
     assert Worker(make_policy("fifo"), "fifo", {}).forecast(
         snapshot, worker.decide(snapshot), None)[0]  # no budget: a whole forecast
 
-    store = Store(config.database_url)
-    store.create_token("u", "user")
-    scheduler = Scheduler(config, store, LocalExecutor(_nodes(config)),
-                          decider=InlineDecider(make_policy("fifo"), "fifo", {}, 1e-9))
-    with store.session() as s:
-        for name in ("a", "b", "c"):
-            s.add(JobRow(id=name, owner_id=1, name=name, command=["true"], epochs=3.0,
-                         submitted_at=0.0, due_date=1e10, weight=1.0, profile_name="mlp",
-                         state="queued", epochs_done=0.0, cancel_requested=False,
-                         speed_factor=1.0))
+    scheduler = scheduler_with_queued_jobs(
+        config, ("a", "b", "c"), InlineDecider(make_policy("fifo"), "fifo", {}, 1e-9))
     try:
         scheduler.replan(["submit"])
         assert scheduler.plan.assignments and scheduler.plan.forecast == {}

@@ -6,7 +6,7 @@ import sys
 from dataclasses import dataclass
 
 import pytest
-from conftest import write_service_files
+from conftest import scheduler_with_queued_jobs, write_service_files
 
 from andreas.errors import ScenarioError
 from andreas.model import Cluster, GpuType, Job, Node, Profiles, Scenario
@@ -227,27 +227,13 @@ def test_an_older_database_is_upgraded_without_losing_its_jobs(tmp_path):
                                     "andreas-paper", "andreas-ls", "andreas-pr", "milp"])
 def test_the_service_decides_and_forecasts_with_every_policy(tmp_path, policy):
     # once, with policy: fifo, every tick failed: the forecast gave fifo options it lacks
-    from andreas.executors.local import LocalExecutor
     from andreas.policies import policy_names
-    from andreas.service.api import _nodes
-    from andreas.service.db import JobRow
-    from andreas.service.scheduler import Scheduler
-    from andreas.service.store import Store
 
     assert policy in policy_names()
     path = write_service_files(tmp_path)
     text = path.read_text().replace("policy: andreas\n", f"policy: {policy}\n")
     path.write_text(text.replace("{seed: 1, hold_share: null}", "{}"))
-    config = read_service_config(path)
-    store = Store(config.database_url)
-    store.create_token("u", "user")
-    scheduler = Scheduler(config, store, LocalExecutor(_nodes(config)))
-    with store.session() as s:
-        for name in ("a", "b", "c", "d"):
-            s.add(JobRow(id=name, owner_id=1, name=name, command=["true"], epochs=3.0,
-                         submitted_at=0.0, due_date=1e10, weight=1.0, profile_name="mlp",
-                         state="queued", epochs_done=0.0, cancel_requested=False,
-                         speed_factor=1.0))
+    scheduler = scheduler_with_queued_jobs(read_service_config(path), ("a", "b", "c", "d"))
     try:
         scheduler.replan(["submit"])
         assert scheduler.plan.assignments  # something started on the idle cluster

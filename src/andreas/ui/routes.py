@@ -21,6 +21,7 @@ from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 from sqlalchemy import select
+from starlette.concurrency import run_in_threadpool
 
 from ..clock import local_time, parse_duration
 from ..service.db import FINAL_STATES, RunRow, User
@@ -292,13 +293,15 @@ async def submit(request: Request):
         row = validate_submission(app.config, _submission(form), time.time())
         if form.get("action") != "submit":
             row.id, row.owner_id = "preview", user.id
-            f = app.scheduler.what_if(row)
+            # in a thread: the forecast may wait behind the scheduler's own in the decision
+            # worker, and the event loop must go on serving everyone else meanwhile
+            f = await run_in_threadpool(app.scheduler.what_if, row)
             forecast = {"start": iso(f.start or row.submitted_at), "end": iso(f.completion),
                         "cost": f.total_cost, "due": iso(row.due_date),
                         "on_time": f.completion <= row.due_date + 1e-6}
             return page(request, "submit.html", user, token, form=form, forecast=forecast,
                         error="", profiles=profiles)
-        job = accept(app.store, app.scheduler, [row], user)[0][0]
+        job = (await run_in_threadpool(accept, app.store, app.scheduler, [row], user))[0][0]
     except Refused as exc:
         return page(request, "submit.html", user, token, form=form, forecast=None,
                     error=exc.detail, profiles=profiles)

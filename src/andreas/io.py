@@ -118,6 +118,14 @@ class _Fields:
                              item.line)
         return float(value)
 
+    def number_or_none(self, key: str, *, default: float, minimum: float | None = None,
+                       positive: bool = False) -> float | None:
+        """`number`, except that an explicit `null` means none (missing: the default)."""
+        item = self.get(key)
+        if item is not None and item.value is None:
+            return None
+        return self.number(key, default=default, minimum=minimum, positive=positive)
+
 
 def read_cluster(path: Path, *, require_nodes: bool = True) -> Cluster:
     """Read `cluster.yaml`; a generator template may leave out `nodes`."""

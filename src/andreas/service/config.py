@@ -164,9 +164,7 @@ def read_service_config(path: str | Path) -> ServiceConfig:
         raise doc.error("decide_in", f"expected process or thread, got {decide_in!r}",
                         doc.require("decide_in").line)
 
-    budget_item = doc.get("forecast_budget_s")
-    forecast_budget = None if budget_item is not None and budget_item.value is None else \
-        doc.number("forecast_budget_s", default=30.0, positive=True)
+    forecast_budget = doc.number_or_none("forecast_budget_s", default=30.0, positive=True)
 
     weights = dict(DEFAULT_PRIORITY_WEIGHTS)
     item = doc.get("priority_weights")
@@ -181,9 +179,7 @@ def read_service_config(path: str | Path) -> ServiceConfig:
                                 f"a weight >= 0, got {key!r}: {located.value!r}", located.line)
             weights[int(key)] = float(located.value)
 
-    period_item = doc.get("period_s")
-    period = None if period_item is not None and period_item.value is None else doc.number(
-        "period_s", default=60.0, positive=True)
+    period = doc.number_or_none("period_s", default=60.0, positive=True)
     data_dir = (base / text("data_dir", "andreas-state")).resolve()
     learn_item = doc.get("learn")
     if learn_item is not None and not isinstance(learn_item.value, bool):

@@ -1,11 +1,12 @@
 """Where the service's policy decides and forecasts: in a process of its own, or inline.
 
 A decision and its forecast are seconds of pure Python and numba on a long queue. Run in the
-scheduler's thread, they hold the interpreter, and every API request waits its turn: with 300
-jobs queued, submissions took 0.4 s at the median and 2-3 s at p99. `ProcessDecider` runs them
-in one worker process (`decide_in: process`, the default), so the service's own process only
-reads and writes the database and answers requests. `InlineDecider` runs them in the calling
-thread (`decide_in: thread`), for tests that hand the scheduler a policy object of their own.
+scheduler's thread, they hold the interpreter, and every API request waits its turn
+(bench/service-load.md measures it; docs/service.md, "Where the time goes", explains it).
+`ProcessDecider` runs them in one worker process (`decide_in: process`, the default), so the
+service's own process only reads and writes the database and answers requests.
+`InlineDecider` runs them in the calling thread (`decide_in: thread`), for tests that hand the
+scheduler a policy object of their own.
 
 Both keep one policy object for the life of the service, as the simulator does: a policy may
 learn from the decisions it has made (the arrival rate of the holds' forward check). A worker

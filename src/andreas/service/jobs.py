@@ -58,8 +58,8 @@ def visible_jobs(store: Store, scheduler: Scheduler, user: User, state: str | No
         if state:
             query = query.where(JobRow.state == state)
         jobs = list(s.scalars(query))
-        # every job's runs and owner in two queries, not two per job: with 1,300 jobs that
-        # was half a second of holding the database from every other request
+        # every job's runs and owner in two queries, not two per job: on a long queue those
+        # held the database from every other request
         runs: dict[str, list[RunRow]] = {j.id: [] for j in jobs}
         ids = list(runs)
         for start in range(0, len(ids), 900):  # bound the statement's parameters

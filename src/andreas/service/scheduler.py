@@ -210,8 +210,8 @@ class Scheduler:
     @staticmethod
     def profile_key(job: Any) -> str:
         """The snapshot's profile for `job`: its named profile, shared by every job that runs
-        at its nominal speed; its own when it has inline rows or a learned speed. (One per
-        job made a snapshot of 1,300 queued jobs cost 70 ms of building tables.)"""
+        at its nominal speed; its own when it has inline rows or a learned speed. (One table per
+        job made a long queue's snapshot slow to build.)"""
         if job.inline_profile or job.speed_factor != 1.0 or job.profile_name is None:
             return f"job:{job.id}"
         return f"profile:{job.profile_name}"
@@ -383,8 +383,8 @@ class Scheduler:
         held: dict[str, int] = {}
         views, table, running = [], {}, {}
         with self.store.session() as s:
-            # plain rows of the columns a snapshot needs: ORM objects of 1,300 jobs took
-            # 150 ms to load, all of it holding the database from the API's requests
+            # plain rows of the columns a snapshot needs: loading ORM objects of a long
+            # queue held the database from the API's requests for a long while
             jobs = s.execute(select(*SNAPSHOT_COLUMNS).where(
                 JobRow.state.in_(ACTIVE_STATES), JobRow.cancel_requested.is_(False))
                 .order_by(JobRow.submitted_at, JobRow.id)).all()

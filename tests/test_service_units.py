@@ -6,7 +6,7 @@ import sys
 from dataclasses import dataclass
 
 import pytest
-from conftest import scheduler_with_queued_jobs, write_service_files
+from conftest import scheduler_with_queued_jobs, wait_for, write_service_files
 
 from andreas.errors import ScenarioError
 from andreas.model import Cluster, GpuType, Job, Node, Profiles, Scenario
@@ -238,5 +238,30 @@ def test_the_service_decides_and_forecasts_with_every_policy(tmp_path, policy):
         scheduler.replan(["submit"])
         assert scheduler.plan.assignments  # something started on the idle cluster
         assert set(scheduler.plan.forecast) == {"a", "b", "c", "d"}
+    finally:
+        scheduler.shutdown(stop_jobs=True)
+
+
+def test_a_job_killed_after_its_last_epoch_is_started_again_and_completes(tmp_path):
+    # a run killed after it reported its last epoch left the job paused with nothing
+    # remaining, and the snapshot skipped it for ever (found killing a Ray actor)
+    from andreas.service.db import JobRow
+
+    scheduler = scheduler_with_queued_jobs(read_service_config(write_service_files(tmp_path)),
+                                           ("done",))
+    try:
+        with scheduler.store.session() as s:
+            job = s.get(JobRow, "done")
+            job.state, job.epochs_done, job.first_started_at = "paused", 3.0, 1.0
+        snapshot, _ = scheduler.snapshot()
+        assert [(v.job_id, v.remaining_epochs) for v in snapshot.jobs] == [("done", 1.0)]
+        scheduler.replan(["run-ended"])
+        assert "done" in scheduler.plan.assignments  # a run to resume and end it
+
+        def completed() -> bool:
+            scheduler.tick()
+            with scheduler.store.session() as s:
+                return s.get(JobRow, "done").state == "completed"
+        wait_for(completed, timeout=60, what="completion")
     finally:
         scheduler.shutdown(stop_jobs=True)

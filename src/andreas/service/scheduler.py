@@ -393,10 +393,15 @@ class Scheduler:
             for job in jobs:
                 run = live.get(job.id)
                 remaining = float(job.epochs) - job.epochs_done
-                if remaining <= DONE_EPS:  # finishing: its GPUs stay taken until it exits
-                    if run is not None:
-                        held[run.node] = held.get(run.node, 0) + len(run.gpu_indices)
+                if remaining <= DONE_EPS and run is not None:
+                    # finishing: its GPUs stay taken until it exits
+                    held[run.node] = held.get(run.node, 0) + len(run.gpu_indices)
                     continue
+                if remaining <= DONE_EPS:
+                    # every epoch reported, but no run ended it (killed after its last
+                    # checkpoint): a run that resumes from the checkpoint ends it; planned as
+                    # one epoch, it would otherwise never be started again
+                    remaining = min(1.0, float(job.epochs))
                 key = self.profile_key(job)
                 if key not in table:
                     table[key] = self.job_configs(job)

@@ -142,3 +142,51 @@ def epoch_lines(log_text: str) -> list[int]:
         if line.startswith("epoch ") and " done" in line:
             out.append(int(line.split()[1]))
     return out
+
+
+def processes(job_id):
+    """(launcher pid, training pids) of a job's live run, from the command lines."""
+    import psutil
+
+    launchers, trainers = [], []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmd = " ".join(proc.info["cmdline"] or [])
+        if f"/jobs/{job_id}/" in cmd and "andreas.executors.launch" in cmd:
+            launchers.append(proc.info["pid"])
+            trainers += [c.pid for c in proc.children(recursive=True)]
+    return launchers, trainers
+
+
+def assert_each_epoch_once(log: str, epochs: int | None) -> None:
+    """Every epoch done once, from the log: none logged twice, and each not logged is the one
+    a SIGKILL cut between its checkpoint and its log line (the next run resumes after it).
+    `epochs`: how many the job has (None: a job stopped early, up to the last one logged)."""
+    done, seen = [], set()
+    for line in log.splitlines():
+        if line.startswith("epoch ") and " done" in line:
+            n = int(line.split()[1])
+            assert n not in seen, f"epoch {n} ran twice"
+            seen.add(n)
+            done.append(n)
+        elif line.startswith("resumed from checkpoint at epoch "):
+            k = int(line.split()[-1])
+            last = done[-1] if done else 0
+            assert last <= k <= last + 1, f"resumed at {k} after epoch {last}"
+            if k == last + 1:
+                seen.add(k)  # checkpointed, killed before its line
+                done.append(k)
+    assert sorted(seen) == list(range(1, (max(seen, default=0) if epochs is None
+                                          else epochs) + 1))
+
+
+def all_gone(pids) -> bool:
+    """Whether none of `pids` runs any more (a zombie, ended but not yet reaped, counts as
+    gone)."""
+    import psutil
+
+    def running(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+    return not any(running(p) for p in pids)

@@ -6,8 +6,14 @@ the copy the service starts next; every epoch runs once."""
 import os
 import signal
 
-import psutil
-from conftest import train_job, wait_for, write_service_files
+from conftest import (
+    all_gone,
+    assert_each_epoch_once,
+    processes,
+    train_job,
+    wait_for,
+    write_service_files,
+)
 from fastapi.testclient import TestClient
 
 from andreas.service.api import create_app
@@ -15,37 +21,6 @@ from andreas.service.config import read_service_config
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
 ONE_GPU = "nodes:\n  - {name: n1, gpu_type: fast, gpus: 1}\n"
-
-
-def processes(job_id):
-    """(launcher pid, training pids) of a job's live run, from the command lines."""
-    launchers, trainers = [], []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        cmd = " ".join(proc.info["cmdline"] or [])
-        if f"/jobs/{job_id}/" in cmd and "andreas.executors.launch" in cmd:
-            launchers.append(proc.info["pid"])
-            trainers += [c.pid for c in proc.children(recursive=True)]
-    return launchers, trainers
-
-
-def assert_each_epoch_once(log: str, epochs: int) -> None:
-    """Every epoch done once, from the log: none logged twice, and each not logged is the one
-    a SIGKILL cut between its checkpoint and its log line (the next run resumes after it)."""
-    done, seen = [], set()
-    for line in log.splitlines():
-        if line.startswith("epoch ") and " done" in line:
-            n = int(line.split()[1])
-            assert n not in seen, f"epoch {n} ran twice"
-            seen.add(n)
-            done.append(n)
-        elif line.startswith("resumed from checkpoint at epoch "):
-            k = int(line.split()[-1])
-            last = done[-1] if done else 0
-            assert last <= k <= last + 1, f"resumed at {k} after epoch {last}"
-            if k == last + 1:
-                seen.add(k)  # checkpointed, killed before its line
-                done.append(k)
-    assert sorted(seen) == list(range(1, epochs + 1))
 
 
 def start_job(client, min_epochs: int) -> str:
@@ -95,9 +70,8 @@ def test_a_killed_launcher_leaves_no_orphan_and_the_job_runs_once(tmp_path):
         for pid in launchers:
             os.kill(pid, signal.SIGKILL)
         # the training process dies with its launcher: it does not run on, unsupervised
-        wait_for(lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status()
-                                 != psutil.STATUS_ZOMBIE for p in trainers),
-                 timeout=30, what="the orphaned training process to be gone")
+        wait_for(lambda: all_gone(trainers), timeout=30,
+                 what="the orphaned training process to be gone")
         job = wait_for(lambda: (lambda j: j if j["state"] in ("completed", "failed") else None)(
             client.get(f"/jobs/{job_id}", headers=ADMIN).json()), timeout=180,
             what="the job to end")

@@ -1,8 +1,19 @@
 """The Ray executor on a real local Ray cluster (`ray start --head`), with real jobs."""
 
+import os
+import signal
 import sys
 
-from conftest import epoch_lines, train_job, wait_for, write_service_files
+import psutil
+from conftest import (
+    all_gone,
+    assert_each_epoch_once,
+    epoch_lines,
+    processes,
+    train_job,
+    wait_for,
+    write_service_files,
+)
 from fastapi.testclient import TestClient
 
 from andreas.service.api import create_app
@@ -50,3 +61,41 @@ def test_ray_executor_runs_places_and_cancels_real_jobs(tmp_path, ray_cluster):
         assert list_named_actors() == []  # every run's actor (and its GPUs) was released
     finally:
         ray.shutdown()
+
+
+def test_a_killed_ray_actor_takes_its_job_along_and_the_job_resumes(tmp_path, ray_cluster):
+    """Ray gives a dead actor's GPUs to the next task: its job must not run on there unseen
+    (it did, to its end, and its restarted copies found the job's lock taken). The job stops
+    with its actor and resumes from its checkpoint in a new run; no epoch runs twice."""
+    config = read_service_config(write_service_files(
+        tmp_path, nodes="", executor="ray", extra=f"ray_address: '{ray_cluster}'\n"))
+    with TestClient(create_app(config, admin_token="admin-secret")) as client:
+        # long enough (400 epochs of about 0.2 s) that an orphan would outlive the waits below
+        job_id = client.post("/jobs", headers=ADMIN, json=train_job(
+            400, deadline_s=36000, profile="one", samples=80000)).json()["id"]
+
+        def job():
+            return client.get(f"/jobs/{job_id}", headers=ADMIN).json()
+
+        def runs():
+            return client.get(f"/jobs/{job_id}/runs", headers=ADMIN).json()
+
+        wait_for(lambda: job()["epochs_done"] >= 3 and all(processes(job_id)), timeout=120,
+                 what="progress and live processes")
+        launchers, trainers = processes(job_id)
+        actor = psutil.Process(launchers[0]).ppid()  # the Ray worker that runs the actor
+        os.kill(actor, signal.SIGKILL)
+        wait_for(lambda: all_gone(launchers + trainers), timeout=30,
+                 what="the dead actor's job to stop")
+        assert runs()[0]["stop_reason"] == "crashed"
+        resumed = wait_for(lambda: (lambda r: r if r[-1]["state"] == "running" and
+                                    job()["epochs_done"] >= r[-1]["epochs_at_start"] + 2
+                                    else None)(runs()), timeout=120,
+                           what="a new run to make progress")
+        assert resumed[-1]["epochs_at_start"] >= 3
+        client.post(f"/jobs/{job_id}/cancel", headers=ADMIN)
+        wait_for(lambda: job()["state"] == "cancelled", timeout=60, what="cancellation")
+        log = client.get(f"/jobs/{job_id}/logs", headers=ADMIN).text
+        assert "the process that started this job died" in log
+        assert "resumed from checkpoint" in log
+        assert_each_epoch_once(log, None)

@@ -40,11 +40,12 @@ class LaunchRequest:
     log_path: Path
     lock_path: Path
 
-    def launcher_argv(self) -> list[str]:
-        """The wrapper command line (see `andreas.executors.launch`)."""
+    def launcher_argv(self, exit_with_parent: bool = False) -> list[str]:
+        """The wrapper command line (see `andreas.executors.launch`); `exit_with_parent`: the
+        job stops when the process that starts the wrapper dies."""
         return [sys.executable, "-m", "andreas.executors.launch", "--run-dir", str(self.run_dir),
-                "--lock", str(self.lock_path), "--log", str(self.log_path), "--",
-                *self.command]
+                "--lock", str(self.lock_path), "--log", str(self.log_path),
+                *(["--exit-with-parent"] if exit_with_parent else []), "--", *self.command]
 
 
 def job_environment(inherited: Mapping[str, str], job_env: Mapping[str, str],

@@ -10,7 +10,10 @@ It exists so that the service can die (even by `kill -9`) without losing track o
 - it starts the command in its own process group (the wrapper is the group's leader) and turns
   SIGTERM into "stop requested": the job gets the same SIGTERM and the wrapper waits for it;
 - the command dies with the wrapper (Linux: PR_SET_PDEATHSIG), so a killed wrapper leaves no
-  orphan that would run on beside the copy the service starts next.
+  orphan that would run on beside the copy the service starts next;
+- with ``--exit-with-parent`` (the Ray executor, whose actor holds the job's GPUs) the wrapper
+  stops the command when the process that started it dies: Ray hands a dead actor's GPUs to
+  the next task, so the job must not run on there unseen.
 """
 
 from __future__ import annotations
@@ -22,10 +25,13 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 LOCKED_EXIT = 75  # EX_TEMPFAIL: another copy of this job holds the lock
+PARENT_POLL_S = 0.5  # how often --exit-with-parent looks for its parent
+ORPHAN_GRACE_S = 10.0  # SIGTERM first (a checkpoint may be written), then SIGKILL
 
 
 def write_json(path: Path, data: dict) -> None:
@@ -50,16 +56,49 @@ def _dies_with(parent: int):
     return arrange
 
 
+ORPHANED = "the process that started this job died"
+
+
+def stop_when_orphaned(parent: int, child: subprocess.Popen, log, state: dict) -> None:
+    """Watch (in a daemon thread) for the death of `parent`, the process that started this
+    wrapper; then mark the run orphaned in `state` and stop `child` as a stop request would:
+    SIGTERM (it may write a checkpoint), and SIGKILL to the wrapper's whole process group
+    after a grace. Polling works wherever the parent ran us from (a thread of a Ray worker
+    included, which PR_SET_PDEATHSIG cannot follow)."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        state["orphaned"] = True
+        log.write(f"andreas: {ORPHANED}; stopping the job\n".encode())
+        try:
+            child.send_signal(signal.SIGTERM)
+            child.wait(ORPHAN_GRACE_S)
+        except (OSError, subprocess.TimeoutExpired):
+            end_group()
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def end_group() -> None:
+    """SIGKILL to what is left of this wrapper's process group (the job's own children), the
+    wrapper included, when the wrapper leads it (it was started in its own session)."""
+    if os.getpgrp() == os.getpid():
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="andreas-launch")
     parser.add_argument("--run-dir", required=True, type=Path)
     parser.add_argument("--lock", required=True, type=Path)
     parser.add_argument("--log", required=True, type=Path)
+    parser.add_argument("--exit-with-parent", action="store_true",
+                        help="stop the job when the process that started this wrapper dies")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
+    parent = os.getppid()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     args.run_dir.mkdir(parents=True, exist_ok=True)
-    stop = {"requested": False}
+    stop = {"requested": False, "orphaned": False}
 
     lock = open(args.lock, "a+")
     try:
@@ -86,15 +125,19 @@ def main(argv: list[str] | None = None) -> int:
             write_json(args.run_dir / "exit.json", {"returncode": 127, "stop_requested": False,
                                                     "reason": str(exc), "ended_at": time.time()})
             return 127
+        if args.exit_with_parent:
+            stop_when_orphaned(parent, child, log, stop)
         while True:
             try:
                 returncode = child.wait()
                 break
             except InterruptedError:  # pragma: no cover - PEP 475 retries for us
                 continue
-    write_json(args.run_dir / "exit.json", {"returncode": returncode,
-                                            "stop_requested": stop["requested"],
-                                            "ended_at": time.time()})
+    write_json(args.run_dir / "exit.json", {
+        "returncode": returncode, "stop_requested": stop["requested"], "ended_at": time.time(),
+        **({"reason": ORPHANED} if stop["orphaned"] else {})})
+    if stop["orphaned"]:
+        end_group()  # nothing the job started runs on
     return 0 if returncode == 0 else min(abs(returncode), 255)
 
 

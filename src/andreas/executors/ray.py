@@ -4,7 +4,9 @@ Each node advertises its GPU type as a custom resource ``gpu_type:<NAME>`` (for 
 ``ray start --num-gpus 4 --resources '{"gpu_type:V100": 4}'``). A run is a detached, named Ray
 actor pinned to the chosen node that holds the chosen number of GPUs (so Ray sets
 CUDA_VISIBLE_DEVICES) and starts the job through `andreas.executors.launch` in its own process
-group. Named and detached, the actor outlives the service, which re-adopts it by name.
+group. Named and detached, the actor outlives the service, which re-adopts it by name. The job
+dies with its actor (the wrapper's `--exit-with-parent`): Ray gives a dead actor's GPUs to
+the next task, and the service restarts the job from its checkpoint.
 """
 
 from __future__ import annotations
@@ -73,7 +75,8 @@ class RayExecutor:
                                                                soft=False),
         ).remote()
         info: dict = self.ray.get(actor.start.remote(  # type: ignore[attr-defined,assignment]
-            request.launcher_argv(), request.env, request.workdir), timeout=60)
+            request.launcher_argv(exit_with_parent=True), request.env, request.workdir),
+            timeout=60)
         return {"actor": name, **info}
 
     def _actor(self, handle: dict | None):

@@ -29,10 +29,10 @@ import httpx
 import yaml
 
 from .errors import AndreasError
+from .service.states import FINAL_STATES
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 RETRY_STATUS = (429, 502, 503, 504)
-FINAL_STATES = ("completed", "failed", "cancelled", "timeout")
 
 
 class ApiError(AndreasError):

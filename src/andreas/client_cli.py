@@ -19,6 +19,7 @@ from .client import Client, Job, Token
 from .clock import local_time, parse_due, parse_duration
 from .console import console, user_errors
 from .errors import AndreasError
+from .service.states import WAITING_STATES
 
 URL = typer.Option(None, "--url", envvar="ANDREAS_URL", show_envvar=True,
                    help="The service, e.g. http://gpu-head:8000 (else the client file's, or "
@@ -54,7 +55,7 @@ def jobs_table(jobs: list[Job], now: float) -> Table:
         t.add_column(name, overflow="fold")
     for j in jobs:
         t.add_row(j.id, j.name, j.owner, j.state, f"{j.epochs_done:g}/{j.epochs:g}",
-                  j.node or "-", local_time(j.predicted_start if j.state in ("queued", "paused")
+                  j.node or "-", local_time(j.predicted_start if j.state in WAITING_STATES
                                        else j.raw.get("first_started_at"), now),
                   local_time(j.predicted_completion, now), local_time(j.due_date, now),
                   _eur(j.predicted_cost), _timing(j), j.reason or "")

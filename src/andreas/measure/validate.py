@@ -317,7 +317,8 @@ def run_validation(out: Path, spec: ValidationSpec,
 def _finished(store) -> int:
     from sqlalchemy import func, select
 
-    from ..service.db import FINAL_STATES, JobRow
+    from ..service.db import JobRow
+    from ..service.states import FINAL_STATES
 
     with store.session() as s:
         return s.scalar(select(func.count()).where(JobRow.state.in_(FINAL_STATES)))

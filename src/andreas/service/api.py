@@ -60,6 +60,7 @@ from .schemas import (
     TokenOut,
     UploadOut,
 )
+from .states import LIVE_RUN_STATES
 from .store import Store, hash_token, must_get
 
 log = logging.getLogger("andreas.service")
@@ -375,7 +376,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
                     raise refused
                 raise HTTPException(404, f"no job {job_id!r}")
             run = s.scalar(select(RunRow).where(RunRow.job_id == job_id,
-                                                RunRow.state.in_(("starting", "running")))
+                                                RunRow.state.in_(LIVE_RUN_STATES))
                            .order_by(RunRow.id.desc()))
             if run is None or run.token_hash != digest:
                 user = store.user_for(credentials.credentials)

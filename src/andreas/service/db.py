@@ -121,6 +121,3 @@ class DrainedNode(Base):
     since: Mapped[float] = mapped_column(Float)
     by_user: Mapped[str] = mapped_column(String(100))
 
-
-ACTIVE_STATES = ("queued", "running", "paused")
-FINAL_STATES = ("completed", "failed", "cancelled", "timeout")

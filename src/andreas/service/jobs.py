@@ -15,9 +15,17 @@ from sqlalchemy import func, select
 from ..catalogue import canonical_gpu
 from ..io import feasible_configs
 from .config import ServiceConfig
-from .db import FINAL_STATES, JobRow, RunRow, User
+from .db import JobRow, RunRow, User
 from .scheduler import Scheduler
 from .schemas import JobOut, JobSubmit, RunOut
+from .states import (
+    CANCELLED_MESSAGE,
+    FINAL_STATES,
+    LIVE_RUN_STATES,
+    WAITING_STATES,
+    JobState,
+    RunState,
+)
 from .store import Store, must_get
 
 
@@ -75,7 +83,7 @@ def gpu_holders(s, owned: set[str] | None) -> dict[str, dict[str, str]]:
     """Node -> GPU index -> the job whose live run holds it; a job not in `owned` (None: all
     are) shows as "busy", so that no user learns another's job ids."""
     held: dict[str, dict[str, str]] = {}
-    for run in s.scalars(select(RunRow).where(RunRow.state.in_(("starting", "running")))):
+    for run in s.scalars(select(RunRow).where(RunRow.state.in_(LIVE_RUN_STATES))):
         shown = run.job_id if owned is None or run.job_id in owned else "busy"
         for i in run.gpu_indices:
             held.setdefault(run.node, {})[str(i)] = shown
@@ -100,8 +108,8 @@ def request_cancel(store: Store, scheduler: Scheduler, job_id: str, user: User) 
         if job.state in FINAL_STATES:
             raise Refused(409, f"job {job_id!r} is already {job.state}")
         job.cancel_requested = True
-        if job.state in ("queued", "paused"):
-            job.state, job.message = "cancelled", "cancelled by request"
+        if job.state in WAITING_STATES:
+            job.state, job.message = JobState.CANCELLED, CANCELLED_MESSAGE
     scheduler.wake("cancel")
 
 
@@ -172,7 +180,7 @@ def refuse_over_queue(store: Store, limit: int | None, adding: int, user: User) 
         return
     with store.session() as s:
         waiting = s.scalar(select(func.count()).select_from(JobRow).where(
-            JobRow.owner_id == user.id, JobRow.state.in_(("queued", "paused")))) or 0
+            JobRow.owner_id == user.id, JobRow.state.in_(WAITING_STATES))) or 0
     if waiting + adding > limit:
         raise Refused(409, f"over quota: {user.name} has {waiting} waiting job(s) and may have "
                            f"at most {limit} (quotas in service.yaml); this submission adds "
@@ -284,7 +292,7 @@ def _row(body: JobSubmit, command: list[str], due: float, weight: float, inline,
     return JobRow(name=body.name or default_name,
                   command=command, workdir=body.workdir, epochs=body.epochs, submitted_at=now,
                   due_date=due, weight=weight, profile_name=body.profile, inline_profile=inline,
-                  state="queued", epochs_done=0.0, cancel_requested=False, speed_factor=1.0,
+                  state=JobState.QUEUED, epochs_done=0.0, cancel_requested=False, speed_factor=1.0,
                   preemptible=body.preemptible, start_asap=body.start_asap,
                   max_runtime_s=body.max_runtime_s, hard_deadline=body.hard_deadline)
 
@@ -302,7 +310,7 @@ def job_out(s, job: JobRow, scheduler: Scheduler, measured: dict | None, *,
     if runs is None:
         runs = list(s.scalars(select(RunRow).where(RunRow.job_id == job.id)
                               .order_by(RunRow.id)))
-    live = next((r for r in runs if r.state in ("starting", "running")), None)
+    live = next((r for r in runs if r.state in LIVE_RUN_STATES), None)
     if owner is None:
         user = s.get(User, job.owner_id)
         owner = user.name if user else "?"
@@ -312,7 +320,8 @@ def job_out(s, job: JobRow, scheduler: Scheduler, measured: dict | None, *,
                   profile=job.profile_name or ("inline" if job.inline_profile else None),
                   first_started_at=job.first_started_at, completed_at=job.completed_at,
                   message=job.message, running_on=run_out(live) if live else None,
-                  restarts=max(0, sum(1 for r in runs if r.handle or r.state != "ended") - 1),
+                  restarts=max(0, sum(1 for r in runs
+                                      if r.handle or r.state != RunState.ENDED) - 1),
                   speed_factor=job.speed_factor, predicted=job.predicted,
                   forecast=scheduler.plan.forecast.get(job.id, job.forecast),
                   measured=measured,
@@ -323,7 +332,7 @@ def job_out(s, job: JobRow, scheduler: Scheduler, measured: dict | None, *,
 
 def why_waiting(job: JobRow, scheduler: Scheduler) -> dict:
     """`reason` and `held_until` of a job that waits (from the latest decision)."""
-    if job.state not in ("queued", "paused"):
+    if job.state not in WAITING_STATES:
         return {"reason": None, "held_until": None}
     why = scheduler.plan.waiting.get(job.id)
     if why is None:

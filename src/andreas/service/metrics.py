@@ -15,7 +15,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
-from .db import ACTIVE_STATES, FINAL_STATES, JobRow
+from .db import JobRow
+from .states import ACTIVE_STATES, FINAL_STATES
 
 if TYPE_CHECKING:
     from .scheduler import Scheduler

@@ -25,19 +25,28 @@ from sqlalchemy import func, select, update
 
 from ..catalogue import canonical_gpu
 from ..executors import Executor, LaunchRequest, NodeInfo
-from ..executors.launch import LOCKED_EXIT
 from ..measure.nvml import NvmlMeter
 from ..model import Cluster, Job, Node, Profiles
 from ..policies.base import Assignment, JobView, Snapshot, check_plan, revisit_at, stops_job
 from ..policies.decision import Reason
 from ..sim.forecast import ForeseenDecision, JobForecast
 from .config import ServiceConfig
-from .db import ACTIVE_STATES, DrainedNode, JobRow, ProgressRow, RunRow, User
+from .db import DrainedNode, JobRow, ProgressRow, RunRow, User
 from .decider import Decider, ForecastCut, make_decider, warm_up_snapshot
 from .energy import modelled_costs, run_segments
 from .learning import speed_factor
 from .metrics import decision_histogram
 from .quotas import within_limits
+from .states import (
+    ACTIVE_STATES,
+    CANCELLED_MESSAGE,
+    LIVE_RUN_STATES,
+    WAITING_STATES,
+    JobState,
+    RunEnd,
+    RunState,
+    after_run,
+)
 from .store import Store, hash_token, must_get, new_token
 
 log = logging.getLogger("andreas.service")
@@ -227,21 +236,21 @@ class Scheduler:
         """Bring the database in line with reality; return replanning reasons found."""
         reasons: set[str] = set()
         with self.store.session() as s:
-            runs = s.scalars(select(RunRow).where(RunRow.state.in_(("starting", "running"))))
+            runs = s.scalars(select(RunRow).where(RunRow.state.in_(LIVE_RUN_STATES)))
             for run in runs:
                 job = must_get(s, JobRow, run.job_id)
                 if self._read_progress_file(s, job, run):
                     reasons.add("prediction-moved")
                 status = self.executor.status(run.handle, self.run_dir(job.id, run.id))
                 if status.alive:
-                    if run.state == "starting":
-                        run.state = "running"  # adopted after a restart
+                    if run.state == RunState.STARTING:
+                        run.state = RunState.RUNNING  # adopted after a restart
                     continue
                 self._end_run(s, job, run, status.returncode, status.stop_requested)
-                reasons.add("completion" if job.state == "completed" else "run-ended")
+                reasons.add("completion" if job.state == JobState.COMPLETED else "run-ended")
             for job in s.scalars(select(JobRow).where(JobRow.cancel_requested.is_(True),
-                                                      JobRow.state.in_(("queued", "paused")))):
-                job.state, job.message = "cancelled", "cancelled by request"
+                                                      JobRow.state.in_(WAITING_STATES))):
+                job.state, job.message = JobState.CANCELLED, CANCELLED_MESSAGE
         stopping = self._live_runs(lambda job: job.cancel_requested)
         if stopping:
             self._stop(stopping, "cancel")
@@ -258,7 +267,7 @@ class Scheduler:
         out = []
         with self.store.session() as s:
             rows = s.execute(select(RunRow, JobRow).join(JobRow, RunRow.job_id == JobRow.id)
-                             .where(RunRow.state.in_(("starting", "running")),
+                             .where(RunRow.state.in_(LIVE_RUN_STATES),
                                     JobRow.max_runtime_s.is_not(None))).all()
             for run, job in rows:
                 earlier = s.scalars(select(RunRow).where(RunRow.job_id == job.id,
@@ -307,55 +316,36 @@ class Scheduler:
     def _end_run(self, s, job: JobRow, run: RunRow, returncode: int | None,
                  stop_requested: bool) -> None:
         now = self.clock()
-        run.state, run.ended_at, run.exit_code = "ended", now, returncode
+        run.state, run.ended_at, run.exit_code = RunState.ENDED, now, returncode
         run.epochs_at_end = job.epochs_done
         if self.meter and run.nvml_start_mj:
             end = self.meter.read_mj(int(i) for i in run.nvml_start_mj)
             if end:
                 run.energy_j = sum(end[k] - v for k, v in run.nvml_start_mj.items()) / 1000.0
         self.executor.release(run.handle)
-        finished = returncode == 0 and job.epochs_done >= job.epochs - DONE_EPS
-        if finished and run.stop_reason != "cancel":  # it ended on its own, stop or not
-            job.state, job.completed_at = "completed", now
-        elif run.stop_reason == "cancel" or job.cancel_requested:
-            job.state, job.message = "cancelled", "cancelled by request"
-        elif run.stop_reason == "timeout":
-            job.state, job.completed_at = "timeout", now
-            job.message = f"stopped at its wall-time limit of {job.max_runtime_s:g} s"
-        elif run.stop_reason in ("pause", "move", "shutdown") or stop_requested:
-            job.state = "paused"
-        elif returncode == 0:
-            job.state, job.completed_at = "completed", now
+        earlier_crashes = s.scalar(select(func.count()).select_from(RunRow).where(
+            RunRow.job_id == job.id, RunRow.id != run.id, RunRow.stop_reason == "crashed")) or 0
+        outcome = after_run(RunEnd(
+            run_id=run.id, returncode=returncode, stop_requested=stop_requested,
+            stop_reason=run.stop_reason, all_epochs_done=job.epochs_done >= job.epochs - DONE_EPS,
+            cancel_requested=job.cancel_requested, launched=run.handle is not None,
+            ever_started=job.first_started_at is not None, earlier_crashes=earlier_crashes,
+            max_retries=self.config.max_retries, max_runtime_s=job.max_runtime_s))
+        job.state = outcome.state
+        if outcome.message is not None:
+            job.message = outcome.message
+        if outcome.ends:
+            job.completed_at = now
+        if outcome.crashed:
+            run.stop_reason = "crashed"
+        if outcome.all_epochs:
             job.epochs_done = float(job.epochs)
             run.epochs_at_end = job.epochs_done
-        elif returncode == LOCKED_EXIT:
-            job.state = "paused"
-            job.message = "a previous copy still held the job's lock; will retry"
-        elif run.state == "ended" and run.handle is None and returncode is None:
-            job.state = "paused" if job.first_started_at else "queued"
-        elif returncode is None or returncode < 0:  # killed: the OOM killer, an operator, ...
-            run.stop_reason = "crashed"
-            crashes = s.scalar(select(func.count()).select_from(RunRow).where(
-                RunRow.job_id == job.id, RunRow.stop_reason == "crashed")) or 0
-            how = "by a signal" if returncode is None else f"by signal {-returncode}"
-            if crashes <= self.config.max_retries:
-                job.state = "paused"
-                job.message = (f"run {run.id} was killed {how}; restarting from its checkpoint "
-                               f"(retry {crashes} of {self.config.max_retries})")
-            else:
-                job.state, job.completed_at = "failed", now
-                job.message = (f"run {run.id} was killed {how}; {crashes} runs were killed, "
-                               f"more than max_retries ({self.config.max_retries})")
-        else:
-            job.state = "failed"
-            job.message = (f"exited with code {returncode}" if returncode is not None
-                           else "killed from outside the scheduler")
-            job.completed_at = now
 
     def _live_runs(self, which: Callable[[JobRow], bool]) -> list[tuple[str, int]]:
         with self.store.session() as s:
             rows = s.execute(select(RunRow, JobRow).join(JobRow, RunRow.job_id == JobRow.id)
-                             .where(RunRow.state.in_(("starting", "running")))).all()
+                             .where(RunRow.state.in_(LIVE_RUN_STATES))).all()
             return [(job.id, run.id) for run, job in rows if which(job)]
 
     def _stop(self, runs: list[tuple[str, int]], reason: str) -> None:
@@ -370,7 +360,7 @@ class Scheduler:
         with self.store.session() as s:
             for job_id, run_id in runs:
                 run, job = must_get(s, RunRow, run_id), must_get(s, JobRow, job_id)
-                if run.state == "ended":
+                if run.state == RunState.ENDED:
                     continue
                 self._read_progress_file(s, job, run)
                 status = self.executor.status(run.handle, self.run_dir(job_id, run_id))
@@ -389,7 +379,7 @@ class Scheduler:
                 JobRow.state.in_(ACTIVE_STATES), JobRow.cancel_requested.is_(False))
                 .order_by(JobRow.submitted_at, JobRow.id)).all()
             live = {r.job_id: r for r in s.scalars(
-                select(RunRow).where(RunRow.state.in_(("starting", "running"))))}
+                select(RunRow).where(RunRow.state.in_(LIVE_RUN_STATES)))}
             for job in jobs:
                 run = live.get(job.id)
                 remaining = float(job.epochs) - job.epochs_done
@@ -554,7 +544,7 @@ class Scheduler:
         with self.store.session() as s:
             used = set()
             for run in s.scalars(select(RunRow).where(RunRow.node == node.name,
-                                                      RunRow.state.in_(("starting", "running")))):
+                                                      RunRow.state.in_(LIVE_RUN_STATES))):
                 used.update(run.gpu_indices)
         return [i for i in node.gpu_indices if i not in used]
 
@@ -570,13 +560,13 @@ class Scheduler:
         with self.store.session() as s:  # recorded before the process exists
             job = must_get(s, JobRow, job_id)
             run = RunRow(job_id=job_id, node=node.name, gpu_type=node.gpu_type,
-                         gpu_indices=list(indices), state="starting",
+                         gpu_indices=list(indices), state=RunState.STARTING,
                          token_hash=hash_token(token), started_at=now,
                          epochs_at_start=job.epochs_done)
             s.add(run)
             s.flush()
             run_id = run.id
-            job.state = "running"
+            job.state = JobState.RUNNING
             if job.first_started_at is None:
                 job.first_started_at = now
             command, workdir, epochs = list(job.command), job.workdir, job.epochs
@@ -599,14 +589,15 @@ class Scheduler:
         except Exception as exc:
             with self.store.session() as s:
                 run, job = must_get(s, RunRow, run_id), must_get(s, JobRow, job_id)
-                run.state, run.ended_at, run.stop_reason = "ended", self.clock(), "start-failed"
-                job.state, job.message = "failed", f"could not start: {exc}"
+                run.state, run.ended_at = RunState.ENDED, self.clock()
+                run.stop_reason = "start-failed"
+                job.state, job.message = JobState.FAILED, f"could not start: {exc}"
             return
         with self.store.session() as s:
             run = must_get(s, RunRow, run_id)
             run.handle, run.nvml_start_mj = handle, nvml
-            if run.state == "starting":
-                run.state = "running"
+            if run.state == RunState.STARTING:
+                run.state = RunState.RUNNING
 
     def _record_plan(self, snapshot: Snapshot, plan, predicted, reasons, decision_s) -> None:
         info = PlanInfo(time=snapshot.time, reasons=list(reasons), decision_s=decision_s,
@@ -622,7 +613,7 @@ class Scheduler:
         with self.store.session() as s:
             live: dict[str, list[int]] = dict(s.execute(
                 select(RunRow.job_id, RunRow.gpu_indices)
-                .where(RunRow.state.in_(("starting", "running")))).all())
+                .where(RunRow.state.in_(LIVE_RUN_STATES))).all())
             for job_id, a in plan.items():
                 info.assignments[job_id] = {"node": a.node, "gpus": a.gpus,
                                             "gpu_indices": live.get(job_id)}
@@ -697,7 +688,7 @@ class Scheduler:
         out = {}
         for j in jobs:
             tardiness = (j.weight * max(0.0, j.completed_at - j.due_date)
-                         if j.state == "completed" and j.completed_at else 0.0)
+                         if j.state == JobState.COMPLETED and j.completed_at else 0.0)
             energy = costs.job_energy_cost.get(j.id, 0.0)
             out[j.id] = {"energy_cost": energy, "tardiness_cost": tardiness,
                          "total_cost": energy + tardiness,

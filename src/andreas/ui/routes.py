@@ -24,7 +24,7 @@ from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
 from ..clock import local_time, parse_duration
-from ..service.db import FINAL_STATES, RunRow, User
+from ..service.db import RunRow, User
 from ..service.jobs import (
     Refused,
     accept,
@@ -38,6 +38,7 @@ from ..service.jobs import (
     visible_jobs,
 )
 from ..service.schemas import JobSubmit
+from ..service.states import FINAL_STATES
 from .views import STATES, cluster_view, forecast_charts, plan_view, user_names
 
 HERE = Path(__file__).parent

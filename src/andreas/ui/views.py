@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from sqlalchemy import select
 
 from ..experiments.figures import power_series
-from ..service.db import ACTIVE_STATES, FINAL_STATES, JobRow, RunRow, User
+from ..service.db import JobRow, RunRow, User
 from ..service.jobs import gpu_holders, gpus_by_type, owned_job_ids
 from ..service.scheduler import Scheduler
 from ..service.schemas import JobOut
+from ..service.states import ACTIVE_STATES, FINAL_STATES
 from ..service.store import Store
 from .svg import Bar, gantt, job_colour, step_chart
 

@@ -153,6 +153,10 @@ class Scheduler:
             self._thread.join(timeout=60)
         self.decider.close()
 
+    def alive(self) -> bool:
+        """Whether the scheduler's thread runs."""
+        return self._thread is not None and self._thread.is_alive()
+
     def wake(self, reason: str) -> None:
         with self._reasons_lock:
             self._reasons.add(reason)

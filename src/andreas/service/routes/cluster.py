@@ -1,0 +1,73 @@
+"""The cluster: `/nodes` (GPUs and who holds them), drain and undrain (admin), `/plan`."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, HTTPException
+
+from ..db import User
+from ..jobs import gpu_holders, owned_job_ids
+from ..scheduler import Scheduler
+from ..schemas import NodeOut
+from ..store import Store
+from .deps import AdminUser, ConfigDep, CurrentUser, SchedulerDep, StoreDep
+
+router = APIRouter(tags=["cluster"])
+
+
+def node_list(store: Store, scheduler: Scheduler, user: User) -> list[NodeOut]:
+    """GPUs and who holds them; a user sees other users' jobs only as "busy"."""
+    with store.session() as s:
+        busy = gpu_holders(s, owned_job_ids(s, user))
+    drained = store.drained_nodes()
+    return [NodeOut(name=n.name, gpu_type=n.gpu_type, gpus=n.gpus,
+                    gpu_indices=list(n.gpu_indices), busy=busy.get(n.name, {}),
+                    drained=n.name in drained)
+            for n in scheduler.nodes()]
+
+
+@router.get("/nodes", response_model=list[NodeOut])
+def nodes(user: CurrentUser, store: StoreDep, scheduler: SchedulerDep):
+    """GPUs and who holds them; a user sees other users' jobs only as "busy"."""
+    return node_list(store, scheduler, user)
+
+
+def set_drained(store: Store, scheduler: Scheduler, name: str, drained: bool,
+                user: User) -> NodeOut:
+    if name not in {n.name for n in scheduler.nodes()}:
+        raise HTTPException(404, f"no node {name!r}")
+    store.set_drained(name, drained, user.name)
+    scheduler.wake("drain" if drained else "undrain")
+    return next(n for n in node_list(store, scheduler, user) if n.name == name)
+
+
+@router.post("/nodes/{name}/drain", response_model=NodeOut)
+def drain(name: str, user: AdminUser, store: StoreDep, scheduler: SchedulerDep):
+    """Let the node's jobs finish (or move, if the plan moves them) and start nothing new
+    there, until undrained (kept across restarts)."""
+    return set_drained(store, scheduler, name, True, user)
+
+
+@router.post("/nodes/{name}/undrain", response_model=NodeOut)
+def undrain(name: str, user: AdminUser, store: StoreDep, scheduler: SchedulerDep):
+    return set_drained(store, scheduler, name, False, user)
+
+
+@router.get("/plan")
+def plan(user: CurrentUser, store: StoreDep, scheduler: SchedulerDep, config: ConfigDep):
+    """The latest decision: what runs where, why each waiting job waits, the forecast."""
+    info = scheduler.plan
+    with store.session() as s:
+        owned = owned_job_ids(s, user)
+
+    def keep(job_id: str) -> bool:
+        return owned is None or job_id in owned
+
+    forecast = {j: f for j, f in info.forecast.items() if keep(j)}
+    return {"time": info.time, "policy": config.policy, "decisions": info.decisions,
+            "source": info.source, "revisit_at": info.revisit_at,
+            "reasons": info.reasons, "decision_seconds": info.decision_s,
+            "assignments": {j: a for j, a in info.assignments.items() if keep(j)},
+            "waiting": {j: w for j, w in info.waiting.items() if keep(j)},
+            "forecast": forecast,
+            "forecast_cut": scheduler.forecast_cut,  # why no fresh forecast, if none
+            "predicted_total_cost": sum(f["total_cost"] for f in forecast.values())}

@@ -1,0 +1,59 @@
+"""The service's own state: `/healthz` (no token: for load balancers), `/whoami`, `/metrics`."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, PlainTextResponse
+from sqlalchemy import select
+
+from ..metrics import metrics_text
+from .deps import ConfigDep, CurrentUser, SchedulerDep, StoreDep
+
+router = APIRouter(tags=["service"])
+
+# /healthz says "degraded" below this much room for the database, logs and checkpoints
+LOW_DISK_BYTES = 16 * 1024 * 1024
+
+
+def disk_free(folder: Path) -> int | None:
+    """Free bytes on the file system of `folder` (or its nearest existing parent)."""
+    for candidate in (folder, *folder.parents):
+        if candidate.exists():
+            try:
+                return shutil.disk_usage(candidate).free
+            except OSError:
+                return None
+    return None
+
+
+@router.get("/healthz")
+def healthz(store: StoreDep, scheduler: SchedulerDep, config: ConfigDep):
+    try:
+        with store.session() as s:
+            s.execute(select(1))
+        database = "ok"
+    except Exception as exc:  # reported, not raised: a 503 below
+        database = f"error: {str(exc).strip().splitlines()[0][:200]}"
+    failing = scheduler.last_error is not None
+    state = ("failing: " + str(scheduler.last_error)) if failing else (
+        "running" if scheduler.alive() else "stopped")
+    free = disk_free(config.data_dir)
+    low = free is not None and free < LOW_DISK_BYTES
+    body = {"status": "ok" if database == "ok" and not failing and not low else "degraded",
+            "database": database, "scheduler": state, "failed_ticks": scheduler.errors,
+            "data_dir": {"path": str(config.data_dir), "free_bytes": free, "low": low}}
+    # a load balancer takes a service whose database is unreachable out of rotation
+    return JSONResponse(body, status_code=200 if database == "ok" else 503)
+
+
+@router.get("/whoami")
+def whoami(user: CurrentUser):
+    return {"user": user.name, "role": user.role}
+
+
+@router.get("/metrics", response_class=PlainTextResponse)
+def metrics(_: CurrentUser, store: StoreDep, scheduler: SchedulerDep):
+    return metrics_text(store, scheduler)

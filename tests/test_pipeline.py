@@ -104,3 +104,51 @@ def test_no_forward_check_with_a_pass_budget(monkeypatch):
     unjudged = GreedyParams(steps=("hold_a",), checked_steps=(), pass_budget=1000)
     assert run_pipeline(snap, plan, unjudged, ArrivalLog()) == {}  # not a checked step: runs
     assert calls == [1]
+
+
+def test_no_hold_when_the_plan_already_leaves_a_job_late(monkeypatch):
+    # a decision that pays tardiness has no slack to spend: the checked steps (the holds) are
+    # skipped, unless hold_when_late; the zoo's overloaded instances lost with them
+    # (bench/zoo-seeds.md)
+    import andreas.policies.forward_check as fc
+    from andreas.policies import pipeline
+
+    monkeypatch.setattr(fc, "keeps_cost", lambda *a, **k: True)  # the check would say yes
+    applied = []
+
+    class Hold:
+        name = "hold_a"
+
+        @classmethod
+        def configure(cls, params):
+            return cls()
+
+        def apply(self, snapshot, decision, ctx):
+            applied.append(1)
+            return decision.replaced({}, revisit_at=100.0,
+                                     reasons={"a": Reason("held_for_company", until=100.0)})
+
+    monkeypatch.setitem(pipeline.STEPS, "hold_a", Hold.configure)
+    snap = snapshot(scenario(CL, PROFILES, [job("a", due=1e4)]))
+    plan = {"a": Assignment("n", 1)}
+    params = GreedyParams(steps=("hold_a",), checked_steps=("hold_a",))
+    assert not params.hold_when_late  # the default
+    assert run_pipeline(snap, plan, params, ArrivalLog(), late=True) == plan
+    assert applied == []
+    assert run_pipeline(snap, plan, params, ArrivalLog(), late=False) == {}  # held
+    bold = GreedyParams(steps=("hold_a",), checked_steps=("hold_a",), hold_when_late=True)
+    assert run_pipeline(snap, plan, bold, ArrivalLog(), late=True) == {}
+    assert applied == [1, 1]
+
+
+def test_the_policy_tells_the_pipeline_when_its_plan_leaves_a_job_late(monkeypatch):
+    from andreas.policies import greedy
+
+    seen = []
+    real = greedy.run_pipeline
+    monkeypatch.setattr(greedy, "run_pipeline",
+                        lambda *a, **k: seen.append(a[-1]) or real(*a, **k))
+    # 10 epochs take at least 60 s (both GPUs): due at 30 s it is late whatever runs it
+    make_policy("andreas", seed=1).decide(snapshot(scenario(CL, PROFILES, [job("a", due=30.0)])))
+    make_policy("andreas", seed=1).decide(snapshot(scenario(CL, PROFILES, [job("a", due=1e4)])))
+    assert seen == [True, False]

@@ -105,6 +105,10 @@ class GreedyParams:
         True, "when either leaves a job late, keep a randomised plan over the deterministic "
         "pass only if, played forward with sampled arrivals, it costs no more "
         "(forward_check.py); not with a pass_budget")
+    hold_when_late: bool = option(
+        False, "run the checked steps (the holds) also when the chosen plan leaves a job late "
+        "(a waiting one: even on its fastest configuration); off by default: a decision that "
+        "already pays tardiness spends no slack on a bet (bench/zoo-seeds.md)")
     checked_steps: tuple[str, ...] = option(
         ("wait", "company"), "steps whose decisions the forward check judges, as a group: "
         "kept only if no dearer played forward than the decision before them")
@@ -190,7 +194,8 @@ class RandomizedGreedy:
         placed = list(best.placed)
         if self.arrivals.offered_load(snapshot) < self.params.resize_max_load:
             placed = self.resize(ctx, placed, best.score, first, deadline)
-        return refine(snapshot, ctx.to_plan(placed), self.params, self.arrivals, deadline)
+        return refine(snapshot, ctx.to_plan(placed), self.params, self.arrivals, deadline,
+                      late=leaves_late(ctx, placed))
 
     def resize(self, ctx: PlanningContext, placed: Placed, cost: float,
                first: Placed, deadline: Deadline = NO_DEADLINE) -> Placed:
@@ -335,12 +340,12 @@ def leaves_late(ctx: PlanningContext, placed: Placed) -> bool:
 
 
 def refine(snapshot: Snapshot, plan: Plan, params: GreedyParams, arrivals: ArrivalLog,
-           deadline: Deadline = NO_DEADLINE) -> Decision:
+           deadline: Deadline = NO_DEADLINE, late: bool = False) -> Decision:
     """The steps taken on a chosen plan (`params.steps`, see pipeline.py): by default run the
     queue on fewer powered nodes when a timeline of the known jobs keeps them in time, hold
     jobs rather than power a node for one alone (forward-checked), wait for cheaper hours,
     then GPU power limits."""
-    return run_pipeline(snapshot, plan, params, arrivals, deadline)
+    return run_pipeline(snapshot, plan, params, arrivals, deadline, late)
 
 
 GREEDY_OPTIONS = dataclass_options(GreedyParams)

@@ -31,7 +31,14 @@ from typing import Any, Callable
 from .base import Plan, Snapshot, register
 from .budget import NO_DEADLINE, Deadline
 from .company import ArrivalLog
-from .greedy import GREEDY_OPTIONS, GreedyParams, RandomizedGreedy, refine, spends_needed_slack
+from .greedy import (
+    GREEDY_OPTIONS,
+    GreedyParams,
+    RandomizedGreedy,
+    leaves_late,
+    refine,
+    spends_needed_slack,
+)
 from .planning import Candidate, PlanningContext
 from .resizing import climb, resized
 from .scoring import SCORES
@@ -205,8 +212,9 @@ class ImprovedGreedy:
         deadline = Deadline.after_ms(self.params.decision_budget_ms)
         ctx = PlanningContext(snapshot, self.params.plan_restart_s)
         resizing = self.arrivals.offered_load(snapshot) < self.params.resize_max_load
-        return refine(snapshot, ctx.to_plan(self.best(ctx, resizing, deadline)[0]),
-                      self.params, self.arrivals, deadline)
+        placed = self.best(ctx, resizing, deadline)[0]
+        return refine(snapshot, ctx.to_plan(placed), self.params, self.arrivals, deadline,
+                      late=leaves_late(ctx, placed))
 
 
 @register("andreas-ls", randomized=True, options=GREEDY_OPTIONS,

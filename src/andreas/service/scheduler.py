@@ -387,11 +387,10 @@ class Scheduler:
             for job in jobs:
                 run = live.get(job.id)
                 remaining = float(job.epochs) - job.epochs_done
-                if remaining <= DONE_EPS and run is not None:
-                    # finishing: its GPUs stay taken until it exits
-                    held[run.node] = held.get(run.node, 0) + len(run.gpu_indices)
-                    continue
                 if remaining <= DONE_EPS:
+                    if run is not None:  # finishing: its GPUs stay taken until it exits
+                        held[run.node] = held.get(run.node, 0) + len(run.gpu_indices)
+                        continue
                     # every epoch reported, but no run ended it (killed after its last
                     # checkpoint): a run that resumes from the checkpoint ends it; planned as
                     # one epoch, it would otherwise never be started again

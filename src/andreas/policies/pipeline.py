@@ -100,7 +100,8 @@ def run_pipeline(snapshot: Snapshot, plan, params: "GreedyParams",
                  late: bool = False) -> Decision:
     """`plan` through the policy's steps; every job left waiting gets a reason. Past the
     decision's `deadline` the remaining steps are skipped (a checked group begun is undone):
-    each spends slack on a bet, and an unchecked bet is the risk to avoid (budget.py)."""
+    each spends slack on a bet, and an unchecked bet is the risk to avoid (budget.py). `late`:
+    the plan already leaves a job late (the checked steps are then skipped, see below)."""
     from .forward_check import keeps_cost
 
     decision = Decision.of(plan)
@@ -113,13 +114,13 @@ def run_pipeline(snapshot: Snapshot, plan, params: "GreedyParams",
     # Nor when the chosen plan already leaves a job late (`late`, unless `hold_when_late`):
     # the holds spend slack, and a cluster that pays tardiness has none to spend; the check's
     # one sampled future misjudged such bets on overloaded instances (bench/zoo-seeds.md).
-    can_verify = not params.pass_budget and (params.hold_when_late or not late)
+    run_checked = not params.pass_budget and (params.hold_when_late or not late)
     checked = [params.forward_check and s.name in params.checked_steps for s in steps]
     for i, step in enumerate(steps):
         if deadline.passed():
             decision = decision if before is None else before
             break
-        if checked[i] and not can_verify:
+        if checked[i] and not run_checked:
             continue
         if checked[i] and before is None:
             before = decision

@@ -32,6 +32,7 @@ from pathlib import Path
 LOCKED_EXIT = 75  # EX_TEMPFAIL: another copy of this job holds the lock
 PARENT_POLL_S = 0.5  # how often --exit-with-parent looks for its parent
 ORPHAN_GRACE_S = 10.0  # SIGTERM first (a checkpoint may be written), then SIGKILL
+ORPHANED = "the process that started this job died"  # in the log and exit.json
 
 
 def write_json(path: Path, data: dict) -> None:
@@ -54,9 +55,6 @@ def _dies_with(parent: int):
         if os.getppid() != parent:  # the wrapper died before we asked
             os._exit(1)
     return arrange
-
-
-ORPHANED = "the process that started this job died"
 
 
 def stop_when_orphaned(parent: int, child: subprocess.Popen, log, state: dict) -> None:

@@ -95,6 +95,31 @@ def test_jobs_run_where_the_plan_says_and_cancel_reaches_slurm(tmp_path, slurm):
         assert squeue("--name=andreas-run-" + str(run["id"]), "--states=RUNNING") == ""
 
 
+def test_stopping_a_run_slurm_has_not_started_yet_cancels_it(tmp_path, slurm):
+    # a pause or move can reach a run that Slurm still holds PENDING: `scancel --signal`
+    # fails on it (exit 229 with no message, or no answer in 30 s), and that failed the
+    # scheduler's whole tick in CI
+    from andreas.executors import LaunchRequest
+
+    other = foreign_job("n2", "gpu:slow:1")  # n2's only GPU: our run must wait for it
+    try:
+        executor = SlurmExecutor()
+        request = LaunchRequest(
+            run_id=1, job_id="j", node="n2", gpu_indices=(0,),
+            command=(sys.executable, "-c", "pass"), workdir=None, env={},
+            run_dir=tmp_path / "run", log_path=tmp_path / "run.log", lock_path=tmp_path / "lock")
+        handle = executor.start(request)
+        job_id = handle["slurm_job_id"]
+        wait_for(lambda: squeue("-j", job_id, "--format=%T").strip() == "PENDING",
+                 timeout=60, what="our run to wait for the GPU")
+        executor.stop([(handle, request.run_dir)], grace_s=5)
+        assert squeue("-j", job_id, "--states=PENDING,RUNNING", "--format=%T").strip() == ""
+        assert not executor.status(handle, request.run_dir).alive
+        executor.stop([(handle, request.run_dir)], grace_s=5)  # ended already: no error
+    finally:
+        subprocess.run(["scancel", other], timeout=30)
+
+
 def test_a_foreign_slurm_job_keeps_its_gpus_and_is_never_touched(tmp_path, slurm):
     # someone else holds the slow node's GPU, where the planner would put the job (less energy)
     other = foreign_job("n2", "gpu:slow:1")

@@ -196,17 +196,31 @@ class SlurmExecutor:
             jobs = self._jobs(fresh=True)
             return [i for i in ids if i in jobs and jobs[i]["state"] in ALIVE_STATES]
 
-        _run(["scancel", "--signal=TERM", "--full", *ids])
+        for job_id in alive():
+            self._end(job_id, term=True)
         deadline = time.monotonic() + grace_s
         while time.monotonic() < deadline and alive():
             time.sleep(0.1)
-        left = alive()
-        if left:
-            _run(["scancel", *left])  # Slurm's KillWait, then SIGKILL
+        for job_id in alive():
+            self._end(job_id, term=False)  # Slurm's KillWait, then SIGKILL
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and alive():
             time.sleep(0.1)
         self._queue = None
+
+    def _end(self, job_id: str, term: bool) -> None:
+        """Ask Slurm to end job `job_id`: SIGTERM to its processes (`term`: the launcher lets
+        the job checkpoint and exit), else scancel. A job still pending has no process to
+        signal (Slurm refuses: exit 229 with no message, or no answer; a tick once failed on
+        it) and is cancelled outright; a job that ended meanwhile is not an error."""
+        state = self._jobs().get(job_id, {}).get("state")
+        argv = ["scancel", "--signal=TERM", "--full", job_id] if term and state != "PENDING" \
+            else ["scancel", job_id]
+        try:
+            _run(argv)
+        except SlurmError:
+            if self._jobs(fresh=True).get(job_id, {}).get("state") in ALIVE_STATES:
+                raise
 
     def foreign_gpus(self) -> dict[str, int]:
         """GPUs per node held by Slurm jobs ANDREAS did not submit (running, or being

@@ -65,6 +65,7 @@ zoo: $(STAMP)
 		--variant 'andreas-no-search-check=andreas:search_check=false' \
 		--variant 'andreas-no-forward-check=andreas:forward_check=false' \
 		--variant 'andreas-no-hold=andreas:hold_share=off' \
+		--variant 'andreas-hold-when-late=andreas:hold_when_late=true' \
 		--variant 'andreas-no-consolidate=andreas:consolidate_margin=off' \
 		--variant 'andreas-no-resize=andreas:resize_max_load=0' 
 

@@ -4,6 +4,7 @@ unsafe archives, other users' uploads and oversized ones are refused with a sent
 import io
 import json
 import tarfile
+import time
 
 from conftest import wait_for, write_service_files
 from fastapi.testclient import TestClient
@@ -100,3 +101,32 @@ def test_a_job_runs_in_its_copy_of_the_working_dir(tmp_path):
         assert code == 2 and "is not inside --working-dir" in out
     finally:
         service.stop()
+
+
+def test_uploads_are_deleted_once_older_than_upload_ttl_s(tmp_path):
+    # they were kept for ever: every `andreas submit --working-dir` left its archive behind
+    config = read_service_config(write_service_files(tmp_path, extra="upload_ttl_s: 3600\n"))
+    assert config.upload_ttl_s == 3600
+    with TestClient(create_app(config, admin_token="admin-secret", run_scheduler=False)) as c:
+        def post():
+            r = c.post("/uploads", content=archive({"train.py": b"pass\n"}),
+                       headers={**ADMIN, "Content-Type": "application/gzip"})
+            assert r.status_code == 201, r.text
+            return r.json()
+
+        old, recent = post(), post()
+        assert 3500 < old["expires_at"] - time.time() <= 3600  # an hour from now
+        uploads = config.data_dir / "uploads"
+        meta = uploads / old["id"] / "meta.json"  # sent two hours ago
+        meta.write_text(json.dumps({**json.loads(meta.read_text()),
+                                    "sent_at": old["expires_at"] - 3600 - 7200}))
+        job = {"script": "train.py", "epochs": 1, "deadline_s": 60, "profile": "one"}
+        # kept until the next upload sweeps: a job may still use it
+        assert c.post("/jobs", headers=ADMIN, json={**job, "working_dir": old["id"]}) \
+            .status_code == 201
+        newest = post()  # sweeps
+        assert sorted(p.name for p in uploads.iterdir()) == sorted([recent["id"], newest["id"]])
+        r = c.post("/jobs", headers=ADMIN, json={**job, "working_dir": old["id"]})
+        assert r.status_code == 404 and "send the folder again" in r.json()["detail"]
+        assert c.post("/jobs", headers=ADMIN, json={**job, "working_dir": recent["id"]}) \
+            .status_code == 201

@@ -74,6 +74,7 @@ class ServiceConfig:
     quotas: Quotas = field(default_factory=Quotas)  # per-user limits (quotas.py)
     max_retries: int = 3  # restarts from the checkpoint after a run is killed (OOM, signal)
     max_upload_bytes: int = 100 * 1024 * 1024  # a working folder sent with a job (gzipped)
+    upload_ttl_s: float = 7 * 86400.0  # an upload older than this is deleted (uploads.py)
     allowed_roots: tuple[Path, ...] = ()  # scripts and workdirs must lie inside (empty: anywhere)
 
     def with_database(self, url: str | None) -> "ServiceConfig":
@@ -205,6 +206,7 @@ def read_service_config(path: str | Path) -> ServiceConfig:
         max_retries=int(doc.number("max_retries", default=3, minimum=0)),
         max_upload_bytes=int(doc.number("max_upload_bytes", default=100 * 1024 * 1024,
                                         positive=True)),
+        upload_ttl_s=doc.number("upload_ttl_s", default=7 * 86400.0, positive=True),
         allowed_roots=_roots(doc, base))
 
 

@@ -168,6 +168,8 @@ class UploadOut(BaseModel):
     id: str = Field(description="name it as a job's `working_dir`")
     bytes: int
     files: int
+    expires_at: float | None = Field(None, description="when it is deleted (Unix time): "
+                                                       "upload_ttl_s after it was sent")
 
 
 class TokenOut(BaseModel):

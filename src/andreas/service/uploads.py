@@ -5,7 +5,9 @@ it, then unpacked into the job's own folder, where the job runs.
 An archive is refused unless every member is a plain file or folder with a relative path that
 stays inside (no absolute path, no `..`, no link, no device), and unpacked it stays under
 `max_upload_bytes` x 10 (no zip bomb). An upload belongs to the user who sent it: another
-user's id is not found.
+user's id is not found. It may serve several jobs (each unpacks its own copy), and is deleted
+`upload_ttl_s` after it was sent (service.yaml, 7 days by default): each new upload sweeps the
+expired ones, so the folder holds at most what was sent within that time.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import secrets
 import shutil
 import tarfile
+import time
 from pathlib import Path, PurePosixPath
 
 from .jobs import Refused
@@ -47,8 +50,33 @@ def check_archive(path: Path, max_unpacked: int) -> list[str]:
     return names
 
 
-def save(data_dir: Path, owner_id: int, chunks: list[bytes], max_bytes: int) -> dict:
-    """Store an uploaded archive for `owner_id` after checking it; its id and size."""
+def sweep(data_dir: Path, ttl_s: float, now: float) -> list[str]:
+    """Delete the uploads sent more than `ttl_s` before `now` (by their meta.json's time, or
+    the folder's for one that never got to write it); the ids deleted."""
+    gone = []
+    folders = uploads_dir(data_dir)
+    for folder in sorted(folders.iterdir()) if folders.is_dir() else ():
+        try:
+            sent = json.loads((folder / "meta.json").read_text()).get("sent_at")
+        except (OSError, ValueError):
+            sent = None
+        try:
+            sent = float(sent) if sent is not None else folder.stat().st_mtime
+        except (OSError, TypeError, ValueError):
+            continue
+        if now - sent > ttl_s:
+            shutil.rmtree(folder, ignore_errors=True)
+            gone.append(folder.name)
+    return gone
+
+
+def save(data_dir: Path, owner_id: int, chunks: list[bytes], max_bytes: int,
+         ttl_s: float | None = None) -> dict:
+    """Store an uploaded archive for `owner_id` after checking it, having deleted the uploads
+    older than `ttl_s` (None: none); its id, size and when it expires."""
+    now = time.time()
+    if ttl_s is not None:
+        sweep(data_dir, ttl_s, now)
     upload_id = "upl-" + secrets.token_hex(8)
     folder = uploads_dir(data_dir) / upload_id
     folder.mkdir(parents=True)
@@ -63,8 +91,9 @@ def save(data_dir: Path, owner_id: int, chunks: list[bytes], max_bytes: int) -> 
         raise
     size = archive.stat().st_size
     (folder / "meta.json").write_text(json.dumps({"owner": owner_id, "bytes": size,
-                                                  "files": len(names)}))
-    return {"id": upload_id, "bytes": size, "files": len(names)}
+                                                  "files": len(names), "sent_at": now}))
+    return {"id": upload_id, "bytes": size, "files": len(names),
+            "expires_at": None if ttl_s is None else now + ttl_s}
 
 
 def find(data_dir: Path, upload_id: str, owner_id: int) -> tuple[Path, list[str]]:
@@ -75,7 +104,8 @@ def find(data_dir: Path, upload_id: str, owner_id: int) -> tuple[Path, list[str]
     except (OSError, ValueError):
         meta = None
     if meta is None or meta.get("owner") != owner_id or "/" in upload_id:
-        raise Refused(404, f"working_dir: no upload {upload_id!r} of yours")
+        raise Refused(404, f"working_dir: no upload {upload_id!r} of yours (an upload is kept "
+                           f"for upload_ttl_s after it is sent; send the folder again)")
     archive = folder / "archive.tar.gz"
     return archive, check_archive(archive, 1 << 62)
 

@@ -48,9 +48,11 @@ STATE_PATTERN = "^(" + "|".join(JobState) + ")$"
                  "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}})
 async def upload(request: Request, user: CurrentUser, config: ConfigDep):
     """Send a working folder as a gzipped tar (at most max_upload_bytes); a job names the
-    answer's id as `working_dir` and runs in its own copy of the folder."""
+    answer's id as `working_dir` and runs in its own copy of the folder. Kept until
+    `expires_at` (upload_ttl_s after it is sent)."""
     chunks = [chunk async for chunk in request.stream()]
-    return uploads.save(config.data_dir, user.id, chunks, config.max_upload_bytes)
+    return uploads.save(config.data_dir, user.id, chunks, config.max_upload_bytes,
+                        config.upload_ttl_s)
 
 
 @router.post("/jobs", status_code=201, response_model=JobOut,

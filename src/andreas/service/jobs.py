@@ -55,7 +55,7 @@ def visible_jobs(store: Store, scheduler: Scheduler, user: User, state: str | No
                  owner: str | None = None, newest_first: bool = False) -> list[JobOut]:
     """The jobs `user` may see, with what they cost so far, oldest first (or newest):
     filtered by state, and for an admin by the owner's name."""
-    measured = scheduler.measured()["jobs"]
+    measured = scheduler.accounting.measured()["jobs"]
     with store.session() as s:
         order = JobRow.submitted_at.desc() if newest_first else JobRow.submitted_at
         query = select(JobRow).order_by(order, JobRow.id)

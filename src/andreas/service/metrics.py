@@ -62,7 +62,7 @@ class ServiceCollector(Collector):
             busy.add_metric([gpu_type], in_use)
         yield gpus
         yield busy
-        measured = scheduler.measured()
+        measured = scheduler.accounting.measured()
         for name, text, value in (
                 ("andreas_energy_kwh", "Energy drawn by jobs so far (modelled from busy time "
                  "and the power table).", measured["energy_kwh"]),

@@ -7,7 +7,9 @@ the very policy objects the simulator uses, and apply the `Plan`: stop what must
 move (SIGTERM, grace, SIGKILL), start what must start. Each step is recorded in the database
 before it is taken, so a service killed at any moment can pick up where it stopped.
 
-It runs in its own thread, so the API stays responsive while the policy plans.
+It runs in its own thread, so the API stays responsive while the policy plans (the policy
+itself decides in a worker process: decider.py). What the jobs have cost so far is
+`accounting.py`'s, from the runs the scheduler records.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 from sqlalchemy import func, select, update
 
@@ -30,10 +32,10 @@ from ..model import Cluster, Job, Node, Profiles
 from ..policies.base import Assignment, JobView, Snapshot, check_plan, revisit_at, stops_job
 from ..policies.decision import Reason
 from ..sim.forecast import ForeseenDecision, JobForecast
+from .accounting import Accounting
 from .config import ServiceConfig
 from .db import DrainedNode, JobRow, ProgressRow, RunRow, User
 from .decider import Decider, ForecastCut, make_decider, warm_up_snapshot
-from .energy import modelled_costs, run_segments
 from .learning import speed_factor
 from .metrics import decision_histogram
 from .quotas import within_limits
@@ -110,6 +112,7 @@ class Scheduler:
         self.executor = executor
         self.clock = clock
         self.decider = decider or make_decider(config)
+        self.accounting = Accounting(store, self.cluster, clock)
         self.plan = PlanInfo()
         self.meter = NvmlMeter() if executor.kind == "local" else None
         self._reasons: set[str] = {"startup"}
@@ -650,66 +653,12 @@ class Scheduler:
     def _record_history(self, now: float, predicted) -> None:
         """The whole workload's predicted cost as seen now: what was spent so far plus what
         the forecast says is still to come (for validation plots)."""
-        spent = self.measured()["jobs"]
+        spent = self.accounting.measured()["jobs"]
         total = 0.0
         for job_id, m in spent.items():
             f = predicted.get(job_id)
             total += m["energy_cost"] + (f.total_cost if f else m["tardiness_cost"])
         self.history.append({"time": now, "predicted_total": total, "jobs": len(spent)})
-
-    # ------------------------------------------------------------------ accounting
-    def segments(self, runs: Sequence[Any], now: float) -> tuple[Cluster, list]:
-        """The cluster for accounting and the busy stretches (restart, then run) of `runs` up
-        to `now`: what the modelled energy and the power over time are computed from. A run
-        is a RunRow or a row of its columns."""
-        cluster = self.cluster_for_accounting(runs)
-        return cluster, [seg for r in runs if (r.ended_at or now) > r.started_at
-                         for seg in run_segments(cluster, r.job_id, r.node, r.gpu_type,
-                                                 len(r.gpu_indices), r.started_at,
-                                                 r.ended_at if r.ended_at is not None else now,
-                                                 (r.epochs_at_end or 0.0) - r.epochs_at_start)]
-
-    def measured(self) -> dict:
-        """Costs so far from the runs' busy intervals (modelled energy) and completions."""
-        now = self.clock()
-        with self.store.session() as s:  # plain rows: loading ORM objects took 10x longer
-            jobs = s.execute(select(JobRow.id, JobRow.submitted_at, JobRow.due_date,
-                                    JobRow.weight, JobRow.epochs, JobRow.state,
-                                    JobRow.completed_at)).all()
-            runs = s.execute(select(RunRow.job_id, RunRow.node, RunRow.gpu_type,
-                                    RunRow.gpu_indices, RunRow.started_at, RunRow.ended_at,
-                                    RunRow.epochs_at_start, RunRow.epochs_at_end,
-                                    RunRow.energy_j)).all()
-        cluster, segments = self.segments(runs, now)
-        job_objs = [Job(j.id, j.submitted_at, j.due_date, j.weight, float(j.epochs), "x")
-                    for j in jobs]
-        costs = modelled_costs(cluster, job_objs, segments)
-        nvml: dict[str, float] = {}
-        for r in runs:
-            if r.energy_j is not None:
-                nvml[r.job_id] = nvml.get(r.job_id, 0.0) + r.energy_j
-        out = {}
-        for j in jobs:
-            tardiness = (j.weight * max(0.0, j.completed_at - j.due_date)
-                         if j.state == JobState.COMPLETED and j.completed_at else 0.0)
-            energy = costs.job_energy_cost.get(j.id, 0.0)
-            out[j.id] = {"energy_cost": energy, "tardiness_cost": tardiness,
-                         "total_cost": energy + tardiness,
-                         "gpu_energy_j_nvml": nvml.get(j.id)}
-        return {"jobs": out, "energy_cost": costs.energy_cost,
-                "energy_kwh": costs.energy_joules / 3.6e6,
-                "tardiness_cost": sum(v["tardiness_cost"] for v in out.values())}
-
-    def cluster_for_accounting(self, runs: Sequence[Any]) -> Cluster:
-        """The cluster's nodes, plus any node that ran a job and has since left (Ray)."""
-        cluster = self.cluster()
-        known = {n.name for n in cluster.nodes}
-        gone: dict[str, Node] = {}
-        for r in runs:
-            if r.node not in known:
-                gpus = max(len(r.gpu_indices), gone[r.node].gpus if r.node in gone else 1)
-                gone[r.node] = Node(r.node, r.gpu_type, gpus)
-        return replace(cluster, nodes=tuple(cluster.nodes) + tuple(gone.values()))
 
     def shutdown(self, stop_jobs: bool = False) -> None:
         """Stop the loop; jobs keep running (and are re-adopted) unless `stop_jobs`."""

@@ -176,7 +176,7 @@ def jobs_part(request: Request, state: str | None = None, owner: str | None = No
 
 def _job_context(request: Request, user: User, job_id: str) -> dict:
     app = request.app.state
-    measured = app.scheduler.measured()["jobs"]
+    measured = app.scheduler.accounting.measured()["jobs"]
     with app.store.session() as s:
         job = visible_job(s, job_id, user)
         shown = job_out(s, job, app.scheduler, measured.get(job_id))

@@ -181,7 +181,7 @@ def cluster_view(store: Store, scheduler: Scheduler, user: User, now: float) -> 
              for n in executor_nodes]
     by_type = [{"gpu_type": t, "gpus": gpus, "busy": busy}
                for t, (gpus, busy) in gpus_by_type(executor_nodes, held).items()]
-    cluster, segments = scheduler.segments(runs, now)
+    cluster, segments = scheduler.accounting.segments(runs, now)
     series = power_series(segments, cluster)
     times = [max(float(t), now - POWER_WINDOW_S) for t in series.times]
     values = [float(v) for v in series.power_w]
@@ -190,7 +190,7 @@ def cluster_view(store: Store, scheduler: Scheduler, user: User, now: float) -> 
         values.append(sum(cluster.gpu_types[n.gpu_type].idle_w for n in cluster.nodes))
     power_now = values[-1] if values else 0.0
     recent = [(t, d) for t, d in scheduler.decision_log if t > now - 600.0]
-    measured = scheduler.measured()
+    measured = scheduler.accounting.measured()
     return ClusterView(
         nodes, by_type, power_now,
         step_chart(times, values, unit="W", title="Cluster power, last 6 hours (modelled)"),

@@ -106,7 +106,7 @@ def list_jobs(user: CurrentUser, store: StoreDep, scheduler: SchedulerDep,
 
 @router.get("/jobs/{job_id}", response_model=JobOut)
 def show_job(job_id: str, user: CurrentUser, store: StoreDep, scheduler: SchedulerDep):
-    measured = scheduler.measured()["jobs"]
+    measured = scheduler.accounting.measured()["jobs"]
     with store.session() as s:
         return job_out(s, visible_job(s, job_id, user), scheduler, measured.get(job_id))
 

@@ -110,10 +110,14 @@ def main() -> int:
     ap.add_argument("--queued", type=int, default=0,
                     help="jobs submitted first, in batches of 500 (POST /jobs/batch), and "
                          "planned before the timed submissions")
+    ap.add_argument("--decide-nice", type=int, default=None,
+                    help="service.yaml's decide_nice (default: the service's, 10)")
     ap.add_argument("--out", type=Path, default=Path(__file__).with_name("service-load.md"))
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         options = "policy: andreas\npolicy_options: {seed: 1}\nperiod_s: null\ngrace_s: 2\n"
+        if args.decide_nice is not None:
+            options += f"decide_nice: {args.decide_nice}\n"
         with LocalService(Path(tmp), CLUSTER, PROFILES, options=options) as service:
             batch_s = queue_first(service, args.queued)
             tic = time.perf_counter()

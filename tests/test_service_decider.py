@@ -9,11 +9,17 @@ import psutil
 import pytest
 from conftest import scheduler_with_queued_jobs, write_service_files
 
+from andreas.errors import AndreasError
 from andreas.model import Job
 from andreas.policies import make_policy
 from andreas.policies.base import JobView, Snapshot
 from andreas.service.config import read_service_config
-from andreas.service.decider import InlineDecider, ProcessDecider, warm_up_snapshot
+from andreas.service.decider import (
+    InlineDecider,
+    ProcessDecider,
+    make_decider,
+    warm_up_snapshot,
+)
 
 
 def _snapshot(config, jobs: int = 6) -> Snapshot:
@@ -109,3 +115,23 @@ def test_a_forecast_past_its_budget_is_stopped_and_the_plan_stands(tmp_path):
 def test_the_forecast_budget_is_read_from_service_yaml(tmp_path, line, expected):
     path = write_service_files(tmp_path, extra=line)
     assert read_service_config(path).forecast_budget_s == expected
+
+
+def test_the_worker_runs_at_the_configured_niceness(tmp_path):
+    # nice 10 by default (the API's requests go first); a host busy with other work starves
+    # it, so service.yaml's decide_nice sets it (0 = the service's own priority)
+    path = write_service_files(tmp_path, extra="decide_nice: 3\n")
+    config = read_service_config(path)
+    assert config.decide_nice == 3
+    worker = make_decider(config)
+    try:
+        worker.warm_up(warm_up_snapshot(config.cluster))
+        (child,) = worker._pool._processes.values()
+        assert psutil.Process(child.pid).nice() == os.nice(0) + 3
+    finally:
+        worker.close()
+    assert read_service_config(write_service_files(tmp_path / "d")).decide_nice == 10
+    for i, bad in enumerate(("20", "-1", "2.5", "high")):
+        with pytest.raises(AndreasError, match=r"service.yaml.*decide_nice"):
+            read_service_config(write_service_files(tmp_path / f"bad{i}",
+                                                    extra=f"decide_nice: {bad}\n"))

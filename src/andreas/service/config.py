@@ -14,6 +14,7 @@ Example (paths are relative to the file)::
     policy_options: {seed: 1}
     decision_budget_ms: 500          # a decision stops searching after this long (0: never)
     decide_in: process               # or thread: where decisions and forecasts run (decider.py)
+    decide_nice: 10                  # the decision worker's CPU niceness, 0-19 (decider.py)
     forecast_budget_s: 30            # a forecast longer than this is stopped (null: never)
     period_s: 60                     # also replan every minute (null: only on events)
     grace_s: 10                      # SIGTERM, then SIGKILL after this long
@@ -59,6 +60,7 @@ class ServiceConfig:
     policy: str = "andreas"
     policy_options: dict = field(default_factory=dict)
     decide_in: str = "process"  # or "thread" (decider.py)
+    decide_nice: int = 10  # the decision worker's niceness (decider.WORKER_NICENESS)
     forecast_budget_s: float | None = 30.0  # a longer forecast is stopped (decider.ForecastCut)
     period_s: float | None = 60.0
     poll_s: float = 0.5
@@ -165,6 +167,11 @@ def read_service_config(path: str | Path) -> ServiceConfig:
         raise doc.error("decide_in", f"expected process or thread, got {decide_in!r}",
                         doc.require("decide_in").line)
 
+    nice = doc.number("decide_nice", default=10, minimum=0)
+    if nice > 19 or nice != int(nice):
+        raise doc.error("decide_nice", f"expected a whole number from 0 to 19, got {nice!r}",
+                        doc.require("decide_nice").line)
+
     forecast_budget = doc.number_or_none("forecast_budget_s", default=30.0, positive=True)
 
     weights = dict(DEFAULT_PRIORITY_WEIGHTS)
@@ -192,7 +199,8 @@ def read_service_config(path: str | Path) -> ServiceConfig:
         data_dir=data_dir, executor=executor, ray_address=text("ray_address", "auto"),
         slurm_partition=(doc.get("slurm_partition") and text("slurm_partition", "")) or None,
         gpu_indices=indices, policy=policy, policy_options=policy_options,
-        decide_in=decide_in, forecast_budget_s=forecast_budget, period_s=period,
+        decide_in=decide_in, decide_nice=int(nice), forecast_budget_s=forecast_budget,
+        period_s=period,
         poll_s=doc.number("poll_s", default=0.5, positive=True),
         grace_s=doc.number("grace_s", default=10.0, minimum=0.0),
         max_body_bytes=int(doc.number("max_body_bytes", default=4 * 1024 * 1024,

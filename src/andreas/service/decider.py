@@ -35,7 +35,7 @@ from ..sim.forecast import ForeseenDecision, JobForecast, forecast
 
 log = logging.getLogger("andreas.service")
 
-WORKER_NICENESS = 10
+WORKER_NICENESS = 10  # the default of service.yaml's decide_nice
 FORECAST_BUDGET = 10_000  # Randomized Greedy passes x queued jobs, per forecast
 # The scheduler keeps to a foreseen decision only at the next events (Scheduler._foreseen_plan);
 # all of them, one plan per future completion, made the answer grow with the queue squared.
@@ -134,12 +134,15 @@ class InlineDecider(Worker):
 _WORKER: Worker | None = None  # in the worker process
 
 
-def _start_worker(name: str, options: Mapping[str, Any],
-                  forecast_budget_s: float | None) -> None:
+def _start_worker(name: str, options: Mapping[str, Any], forecast_budget_s: float | None,
+                  niceness: int) -> None:
     global _WORKER
     _die_with_parent()
-    # background work: where the cores are few, the API's requests go first
-    os.nice(WORKER_NICENESS)
+    # background work: where the cores are few, the API's requests go first. On a host busy
+    # with other work at niceness 0 (the jobs themselves, with the local executor) it then
+    # gets a small share of a core: decide_nice 0 trades some API latency for decision time
+    # (docs/service.md).
+    os.nice(niceness)
     _WORKER = Worker(make_policy(name, **options), name, options, forecast_budget_s)
 
 
@@ -167,8 +170,10 @@ class ProcessDecider:
     into it); calls are served one at a time, in order."""
 
     def __init__(self, name: str, options: Mapping[str, Any],
-                 forecast_budget_s: float | None = None) -> None:
+                 forecast_budget_s: float | None = None,
+                 niceness: int = WORKER_NICENESS) -> None:
         self.name, self.options, self.forecast_budget_s = name, dict(options), forecast_budget_s
+        self.niceness = niceness
         self._lock = threading.Lock()
         self._pool: ProcessPoolExecutor | None = None
 
@@ -178,7 +183,8 @@ class ProcessDecider:
                 self._pool = ProcessPoolExecutor(
                     max_workers=1, mp_context=multiprocessing.get_context("spawn"),
                     initializer=_start_worker,
-                    initargs=(self.name, self.options, self.forecast_budget_s))
+                    initargs=(self.name, self.options, self.forecast_budget_s,
+                              self.niceness))
             return self._pool
 
     def _run(self, method: str, *args: Any) -> Any:
@@ -219,7 +225,8 @@ def make_decider(config) -> Decider:
     if config.decide_in == "thread":
         return InlineDecider(make_policy(config.policy, **config.policy_options),
                              config.policy, config.policy_options, config.forecast_budget_s)
-    return ProcessDecider(config.policy, config.policy_options, config.forecast_budget_s)
+    return ProcessDecider(config.policy, config.policy_options, config.forecast_budget_s,
+                          config.decide_nice)
 
 
 def warm_up_snapshot(cluster) -> Snapshot | None:

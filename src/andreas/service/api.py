@@ -26,6 +26,7 @@ from .jobs import Refused
 from .limits import BodyLimit, SecurityHeaders
 from .ratelimit import FailureLimiter
 from .routes import ROUTERS
+from .routes.deps import Services
 from .scheduler import Scheduler
 from .schemas import ERROR_RESPONSES
 from .store import Store
@@ -82,6 +83,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
                   description="Energy- and deadline-aware scheduling of deep-learning jobs. "
                               "Submit jobs, watch the plan and the costs.")
     app.state.scheduler, app.state.store, app.state.config = scheduler, store, config
+    app.state.services = Services(store, scheduler, config)  # what the routes use
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes,
                        overrides={"/uploads": config.max_upload_bytes})
     app.add_middleware(SecurityHeaders)

@@ -9,7 +9,7 @@ from ..jobs import gpu_holders, owned_job_ids
 from ..scheduler import Scheduler
 from ..schemas import NodeOut
 from ..store import Store
-from .deps import AdminUser, ConfigDep, CurrentUser, SchedulerDep, StoreDep
+from .deps import AdminUser, CurrentUser, ServicesDep
 
 router = APIRouter(tags=["cluster"])
 
@@ -26,9 +26,9 @@ def node_list(store: Store, scheduler: Scheduler, user: User) -> list[NodeOut]:
 
 
 @router.get("/nodes", response_model=list[NodeOut])
-def nodes(user: CurrentUser, store: StoreDep, scheduler: SchedulerDep):
+def nodes(user: CurrentUser, svc: ServicesDep):
     """GPUs and who holds them; a user sees other users' jobs only as "busy"."""
-    return node_list(store, scheduler, user)
+    return node_list(svc.store, svc.scheduler, user)
 
 
 def set_drained(store: Store, scheduler: Scheduler, name: str, drained: bool,
@@ -41,33 +41,33 @@ def set_drained(store: Store, scheduler: Scheduler, name: str, drained: bool,
 
 
 @router.post("/nodes/{name}/drain", response_model=NodeOut)
-def drain(name: str, user: AdminUser, store: StoreDep, scheduler: SchedulerDep):
+def drain(name: str, user: AdminUser, svc: ServicesDep):
     """Let the node's jobs finish (or move, if the plan moves them) and start nothing new
     there, until undrained (kept across restarts)."""
-    return set_drained(store, scheduler, name, True, user)
+    return set_drained(svc.store, svc.scheduler, name, True, user)
 
 
 @router.post("/nodes/{name}/undrain", response_model=NodeOut)
-def undrain(name: str, user: AdminUser, store: StoreDep, scheduler: SchedulerDep):
-    return set_drained(store, scheduler, name, False, user)
+def undrain(name: str, user: AdminUser, svc: ServicesDep):
+    return set_drained(svc.store, svc.scheduler, name, False, user)
 
 
 @router.get("/plan")
-def plan(user: CurrentUser, store: StoreDep, scheduler: SchedulerDep, config: ConfigDep):
+def plan(user: CurrentUser, svc: ServicesDep):
     """The latest decision: what runs where, why each waiting job waits, the forecast."""
-    info = scheduler.plan
-    with store.session() as s:
+    info = svc.scheduler.plan
+    with svc.store.session() as s:
         owned = owned_job_ids(s, user)
 
     def keep(job_id: str) -> bool:
         return owned is None or job_id in owned
 
     forecast = {j: f for j, f in info.forecast.items() if keep(j)}
-    return {"time": info.time, "policy": config.policy, "decisions": info.decisions,
+    return {"time": info.time, "policy": svc.config.policy, "decisions": info.decisions,
             "source": info.source, "revisit_at": info.revisit_at,
             "reasons": info.reasons, "decision_seconds": info.decision_s,
             "assignments": {j: a for j, a in info.assignments.items() if keep(j)},
             "waiting": {j: w for j, w in info.waiting.items() if keep(j)},
             "forecast": forecast,
-            "forecast_cut": scheduler.forecast_cut,  # why no fresh forecast, if none
+            "forecast_cut": svc.scheduler.forecast_cut,  # why no fresh forecast, if none
             "predicted_total_cost": sum(f["total_cost"] for f in forecast.values())}

@@ -1,4 +1,5 @@
-"""What routes depend on: the app's store, scheduler and configuration, and who is asking.
+"""What routes depend on: the app's store, scheduler and configuration (`Services`), and who
+is asking.
 
 Every route but `/healthz` takes `CurrentUser` (or `AdminUser`): a bearer token looked up in
 the store, refused with 401 when missing or invalid, and with 429 while the client's address
@@ -6,6 +7,7 @@ has failed too often (the dashboard's sign-in counts failures with the API's).""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
@@ -21,21 +23,23 @@ bearer = HTTPBearer(auto_error=False, description="an API token (`andreas tokens
                                                    "first admin's: ANDREAS_ADMIN_TOKEN)")
 
 
-def get_store(request: Request) -> Store:
-    return request.app.state.store
+@dataclass(frozen=True)
+class Services:
+    """What the routes work with: the repository, the scheduler and the configuration."""
+
+    store: Store
+    scheduler: Scheduler
+    config: ServiceConfig
 
 
-def get_scheduler(request: Request) -> Scheduler:
-    return request.app.state.scheduler
+# One dependency, and a coroutine: FastAPI runs a plain function dependency in its thread
+# pool, and a hop per accessor per request raised the API's latency under load
+# (bench/service-load.md, 2026-12-02).
+async def get_services(request: Request) -> Services:
+    return request.app.state.services
 
 
-def get_config(request: Request) -> ServiceConfig:
-    return request.app.state.config
-
-
-StoreDep = Annotated[Store, Depends(get_store)]
-SchedulerDep = Annotated[Scheduler, Depends(get_scheduler)]
-ConfigDep = Annotated[ServiceConfig, Depends(get_config)]
+ServicesDep = Annotated[Services, Depends(get_services)]
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 
 
@@ -59,11 +63,11 @@ def missing_token(request: Request, address: str) -> HTTPException:
     return refuse(request, address, 401, "missing token: send 'Authorization: Bearer <token>'")
 
 
-def current_user(request: Request, credentials: Credentials, store: StoreDep) -> User:
+def current_user(request: Request, credentials: Credentials, svc: ServicesDep) -> User:
     address = check_rate(request)
     if credentials is None:
         raise missing_token(request, address)
-    user = store.user_for(credentials.credentials)
+    user = svc.store.user_for(credentials.credentials)
     if user is None:
         raise refuse(request, address, 401, "invalid or revoked token")
     return user

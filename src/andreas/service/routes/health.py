@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from sqlalchemy import select
 
 from ..metrics import metrics_text
-from .deps import ConfigDep, CurrentUser, SchedulerDep, StoreDep
+from .deps import CurrentUser, ServicesDep
 
 router = APIRouter(tags=["service"])
 
@@ -30,21 +30,21 @@ def disk_free(folder: Path) -> int | None:
 
 
 @router.get("/healthz")
-def healthz(store: StoreDep, scheduler: SchedulerDep, config: ConfigDep):
+def healthz(svc: ServicesDep):
     try:
-        with store.session() as s:
+        with svc.store.session() as s:
             s.execute(select(1))
         database = "ok"
     except Exception as exc:  # reported, not raised: a 503 below
         database = f"error: {str(exc).strip().splitlines()[0][:200]}"
-    failing = scheduler.last_error is not None
-    state = ("failing: " + str(scheduler.last_error)) if failing else (
-        "running" if scheduler.alive() else "stopped")
-    free = disk_free(config.data_dir)
+    failing = svc.scheduler.last_error is not None
+    state = ("failing: " + str(svc.scheduler.last_error)) if failing else (
+        "running" if svc.scheduler.alive() else "stopped")
+    free = disk_free(svc.config.data_dir)
     low = free is not None and free < LOW_DISK_BYTES
     body = {"status": "ok" if database == "ok" and not failing and not low else "degraded",
-            "database": database, "scheduler": state, "failed_ticks": scheduler.errors,
-            "data_dir": {"path": str(config.data_dir), "free_bytes": free, "low": low}}
+            "database": database, "scheduler": state, "failed_ticks": svc.scheduler.errors,
+            "data_dir": {"path": str(svc.config.data_dir), "free_bytes": free, "low": low}}
     # a load balancer takes a service whose database is unreachable out of rotation
     return JSONResponse(body, status_code=200 if database == "ok" else 503)
 
@@ -55,5 +55,5 @@ def whoami(user: CurrentUser):
 
 
 @router.get("/metrics", response_class=PlainTextResponse)
-def metrics(_: CurrentUser, store: StoreDep, scheduler: SchedulerDep):
-    return metrics_text(store, scheduler)
+def metrics(_: CurrentUser, svc: ServicesDep):
+    return metrics_text(svc.store, svc.scheduler)

@@ -29,11 +29,9 @@ from ..schemas import MAX_BATCH, JobOut, JobSubmit, ProgressIn, RunOut, UploadOu
 from ..states import LIVE_RUN_STATES, JobState
 from ..store import hash_token, must_get
 from .deps import (
-    ConfigDep,
     Credentials,
     CurrentUser,
-    SchedulerDep,
-    StoreDep,
+    ServicesDep,
     check_rate,
     missing_token,
     refuse,
@@ -46,33 +44,32 @@ STATE_PATTERN = "^(" + "|".join(JobState) + ")$"
 @router.post("/uploads", status_code=201, response_model=UploadOut,
              openapi_extra={"requestBody": {"required": True, "content": {
                  "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}})
-async def upload(request: Request, user: CurrentUser, config: ConfigDep):
+async def upload(request: Request, user: CurrentUser, svc: ServicesDep):
     """Send a working folder as a gzipped tar (at most max_upload_bytes); a job names the
     answer's id as `working_dir` and runs in its own copy of the folder. Kept until
     `expires_at` (upload_ttl_s after it is sent)."""
     chunks = [chunk async for chunk in request.stream()]
-    return uploads.save(config.data_dir, user.id, chunks, config.max_upload_bytes,
-                        config.upload_ttl_s)
+    return uploads.save(svc.config.data_dir, user.id, chunks, svc.config.max_upload_bytes,
+                        svc.config.upload_ttl_s)
 
 
 @router.post("/jobs", status_code=201, response_model=JobOut,
              responses={200: {"model": JobOut, "description": "a retried submission (the same "
                                                               "Idempotency-Key): the job made "
                                                               "the first time"}})
-def submit(body: JobSubmit, response: Response, user: CurrentUser, store: StoreDep,
-           scheduler: SchedulerDep, config: ConfigDep,
+def submit(body: JobSubmit, response: Response, user: CurrentUser, svc: ServicesDep,
            idempotency_key: str | None = Header(
                None, max_length=200, pattern=r"^[\x21-\x7e]+$",
                description="any token of yours (printable ASCII): a retry with the same key "
                            "returns the job already made instead of a second one")):
-    row = validate_submission(config, body, time.time(), user.id)
+    row = validate_submission(svc.config, body, time.time(), user.id)
     try:
-        shown, new = accept(store, scheduler, [row], user, idempotency_key)
+        shown, new = accept(svc.store, svc.scheduler, [row], user, idempotency_key)
     except IntegrityError:  # a concurrent retry with the same key won the race
         if idempotency_key is None:
             raise
-        with store.session() as s:
-            earlier = submitted_with(s, scheduler, user, idempotency_key)
+        with svc.store.session() as s:
+            earlier = submitted_with(s, svc.scheduler, user, idempotency_key)
         if earlier is None:
             raise
         shown, new = [earlier], False
@@ -83,62 +80,61 @@ def submit(body: JobSubmit, response: Response, user: CurrentUser, store: StoreD
 
 @router.post("/jobs/batch", status_code=201, response_model=list[JobOut])
 def submit_batch(body: Annotated[list[JobSubmit], Body(max_length=MAX_BATCH)],
-                 user: CurrentUser, store: StoreDep, scheduler: SchedulerDep,
-                 config: ConfigDep):
+                 user: CurrentUser, svc: ServicesDep):
     """Submit several jobs at once: all or none are accepted, and they are planned together
     (a workload known in advance)."""
     now = time.time()
     rows = []
     for i, item in enumerate(body):
         try:
-            rows.append(validate_submission(config, item, now, user.id))
+            rows.append(validate_submission(svc.config, item, now, user.id))
         except Refused as exc:
             raise Refused(exc.status, f"job [{i}]: {exc.detail}") from None
-    return accept(store, scheduler, rows, user)[0]
+    return accept(svc.store, svc.scheduler, rows, user)[0]
 
 
 @router.get("/jobs", response_model=list[JobOut])
-def list_jobs(user: CurrentUser, store: StoreDep, scheduler: SchedulerDep,
+def list_jobs(user: CurrentUser, svc: ServicesDep,
               state: str | None = Query(None, pattern=STATE_PATTERN,
                                         description=", ".join(JobState))):
-    return visible_jobs(store, scheduler, user, state)
+    return visible_jobs(svc.store, svc.scheduler, user, state)
 
 
 @router.get("/jobs/{job_id}", response_model=JobOut)
-def show_job(job_id: str, user: CurrentUser, store: StoreDep, scheduler: SchedulerDep):
-    measured = scheduler.accounting.measured()["jobs"]
-    with store.session() as s:
-        return job_out(s, visible_job(s, job_id, user), scheduler, measured.get(job_id))
+def show_job(job_id: str, user: CurrentUser, svc: ServicesDep):
+    measured = svc.scheduler.accounting.measured()["jobs"]
+    with svc.store.session() as s:
+        return job_out(s, visible_job(s, job_id, user), svc.scheduler, measured.get(job_id))
 
 
 @router.post("/jobs/{job_id}/cancel", status_code=202, response_model=JobOut)
-def cancel_job(job_id: str, user: CurrentUser, store: StoreDep, scheduler: SchedulerDep):
-    request_cancel(store, scheduler, job_id, user)
-    with store.session() as s:
-        return job_out(s, must_get(s, JobRow, job_id), scheduler, None)
+def cancel_job(job_id: str, user: CurrentUser, svc: ServicesDep):
+    request_cancel(svc.store, svc.scheduler, job_id, user)
+    with svc.store.session() as s:
+        return job_out(s, must_get(s, JobRow, job_id), svc.scheduler, None)
 
 
 @router.get("/jobs/{job_id}/runs", response_model=list[RunOut])
-def job_runs(job_id: str, user: CurrentUser, store: StoreDep):
-    with store.session() as s:
+def job_runs(job_id: str, user: CurrentUser, svc: ServicesDep):
+    with svc.store.session() as s:
         visible_job(s, job_id, user)
         return [run_out(r) for r in s.scalars(select(RunRow).where(RunRow.job_id == job_id)
                                                .order_by(RunRow.id))]
 
 
 @router.get("/jobs/{job_id}/logs", response_class=PlainTextResponse)
-def job_logs(job_id: str, user: CurrentUser, store: StoreDep, scheduler: SchedulerDep,
+def job_logs(job_id: str, user: CurrentUser, svc: ServicesDep,
              tail_bytes: int = Query(65536, ge=1, le=50_000_000)):
-    with store.session() as s:
+    with svc.store.session() as s:
         visible_job(s, job_id, user)
         run_ids = s.scalars(select(RunRow.id).where(RunRow.job_id == job_id)
                             .order_by(RunRow.id)).all()
-    return logs_tail(scheduler, list(run_ids), job_id, tail_bytes)
+    return logs_tail(svc.scheduler, list(run_ids), job_id, tail_bytes)
 
 
 @router.post("/jobs/{job_id}/progress")
 def progress(job_id: str, body: ProgressIn, request: Request, credentials: Credentials,
-             store: StoreDep, scheduler: SchedulerDep):
+             svc: ServicesDep):
     """Epochs done, from the running job (with the token its run was started with), its
     owner or an admin. A bad token gets the same 403 whether the job exists or not."""
     address = check_rate(request)
@@ -146,10 +142,10 @@ def progress(job_id: str, body: ProgressIn, request: Request, credentials: Crede
         raise missing_token(request, address)
     digest = hash_token(credentials.credentials)
     refused = f"this token may not report progress for job {job_id!r}"
-    with store.session() as s:
+    with svc.store.session() as s:
         job = s.get(JobRow, job_id)
         if job is None:  # the same answer as for a job that exists: ids do not leak
-            user = store.user_for(credentials.credentials)
+            user = svc.store.user_for(credentials.credentials)
             if user is None or user.role != "admin":
                 raise refuse(request, address, 403, refused)
             raise HTTPException(404, f"no job {job_id!r}")
@@ -157,7 +153,7 @@ def progress(job_id: str, body: ProgressIn, request: Request, credentials: Crede
                                             RunRow.state.in_(LIVE_RUN_STATES))
                        .order_by(RunRow.id.desc()))
         if run is None or run.token_hash != digest:
-            user = store.user_for(credentials.credentials)
+            user = svc.store.user_for(credentials.credentials)
             if user is None or (user.role != "admin" and user.id != job.owner_id):
                 raise refuse(request, address, 403, refused)
             if run is None:
@@ -165,8 +161,8 @@ def progress(job_id: str, body: ProgressIn, request: Request, credentials: Crede
         if body.epochs_done > job.epochs + 1e-9:
             raise HTTPException(422, f"epochs_done {body.epochs_done} exceeds the job's "
                                      f"{job.epochs:g} epochs")
-        moved = scheduler.record_progress(s, job, run, body.epochs_done)
+        moved = svc.scheduler.record_progress(s, job, run, body.epochs_done)
         done = job.epochs_done
     if moved:
-        scheduler.wake("prediction-moved")
+        svc.scheduler.wake("prediction-moved")
     return {"job": job_id, "epochs_done": done}

@@ -35,6 +35,7 @@ from ..io import Fields, load_located_yaml, read_cluster, read_profiles
 from ..model import Cluster, Profiles
 from ..policies import POLICIES
 from ..policies.options import check_options, option_specs
+from .decider import WORKER_NICENESS
 from .quotas import Limits, Quotas
 
 DEFAULT_DECISION_BUDGET_MS = 500.0
@@ -60,7 +61,7 @@ class ServiceConfig:
     policy: str = "andreas"
     policy_options: dict = field(default_factory=dict)
     decide_in: str = "process"  # or "thread" (decider.py)
-    decide_nice: int = 10  # the decision worker's niceness (decider.WORKER_NICENESS)
+    decide_nice: int = WORKER_NICENESS  # the decision worker's niceness
     forecast_budget_s: float | None = 30.0  # a longer forecast is stopped (decider.ForecastCut)
     period_s: float | None = 60.0
     poll_s: float = 0.5
@@ -167,7 +168,7 @@ def read_service_config(path: str | Path) -> ServiceConfig:
         raise doc.error("decide_in", f"expected process or thread, got {decide_in!r}",
                         doc.require("decide_in").line)
 
-    nice = doc.number("decide_nice", default=10, minimum=0)
+    nice = doc.number("decide_nice", default=WORKER_NICENESS, minimum=0)
     if nice > 19 or nice != int(nice):
         raise doc.error("decide_nice", f"expected a whole number from 0 to 19, got {nice!r}",
                         doc.require("decide_nice").line)

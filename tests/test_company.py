@@ -65,6 +65,35 @@ def test_no_hold_with_company_or_a_queue_but_a_running_job_alone_is_paused():
     assert dict(held) == {} and revisit_at(held) == pytest.approx(19000.0 - 1.1 * 1000.0)
 
 
+def test_a_hold_counts_the_first_start_overhead_that_the_forecast_charges():
+    # The service's first starts pay the restart overhead (300 s here) and its forecast
+    # charges it; the hold must count it too, or the held job starts too late to keep its
+    # slack: held until 5000 - 1.1 x 1000 = 3900, it would end at 3900 + 300 + 1000 = 5200.
+    from dataclasses import replace
+
+    from andreas.sim.forecast import forecast
+
+    slow_start = cluster([("n0", "A", 2), ("n1", "A", 2)], {"A": [300, 400]}, overhead=300.0)
+    snap = replace(snapshot(scenario(slow_start, PROFILES, [job("a", due=5000.0, epochs=100.0)]),
+                            now=1000.0), first_start_overhead=True)
+    held = hold_for_company(snap, {"a": Assignment("n0", 1)}, share=0.1, load=0.0)
+    assert dict(held) == {} and revisit_at(held) == pytest.approx(5000.0 - 1.1 * 1300.0)
+    ahead = forecast(snap, held, make_policy("fifo"))["a"]
+    assert ahead.start == pytest.approx(3570.0)
+    assert ahead.completion == pytest.approx(3570.0 + 1300.0) and ahead.tardiness_cost == 0.0
+    # the simulator's snapshots say so too, so a policy it drives counts the same overhead
+    seen = []
+
+    class Spy(Scripted):
+        def decide(self, snapshot):
+            seen.append(snapshot.first_start_overhead)
+            return super().decide(snapshot)
+
+    sc = scenario(slow_start, PROFILES, [job("a", due=5000.0, epochs=100.0)])
+    simulate(sc, Spy(lambda now, ids: {j: ("n0", 1) for j in ids}), first_start_overhead=True)
+    assert seen and all(seen)
+
+
 # Two node types: A (2 GPUs, 300 W with one busy, 400 W with two) and a slower B (1 GPU,
 # 500 W), 10 s and 20 s per epoch.
 TWO_TYPES = cluster([("n0", "A", 2), ("n1", "B", 1)], {"A": [300, 400], "B": [500]})

@@ -60,20 +60,28 @@ class Snapshot:
     cluster: Cluster
     profiles: Profiles
     jobs: tuple[JobView, ...]
+    # a job's first start pays the restart overhead too: true of real processes (interpreter,
+    # data loading), which the paper's model leaves out; the live service sets it
+    first_start_overhead: bool = False
+
+    def pays_overhead(self, view: JobView) -> bool:
+        """Whether `view` pays the restart overhead when it starts on a new assignment: it ran
+        before, or first starts pay it too. The one rule every hold, plan and forecast uses."""
+        return view.started or self.first_start_overhead
 
     def start_run_s(self, view: JobView, gpu_type: str, target: Assignment) -> float:
         """How long `view` takes if it (re)starts now on `target`, a node of `gpu_type`: its
-        remaining epochs there, plus the restart overhead if it has run before."""
+        remaining epochs there, plus the restart overhead if it pays one (`pays_overhead`)."""
         run_s = view.remaining_epochs * self.profiles.seconds_per_epoch(
             view.job.profile, gpu_type, target.gpus, target.power_limit_w)
-        return run_s + (self.cluster.restart_overhead_s if view.started else 0.0)
+        return run_s + (self.cluster.restart_overhead_s if self.pays_overhead(view) else 0.0)
 
     def restart_s(self, view: JobView, target: Assignment) -> float:
         """The restart time `view` pays before it runs on `target`: what is left of its
-        restart where it runs already, else the restart overhead if it has run before."""
+        restart where it runs already, else the restart overhead if it pays one."""
         if view.assignment is not None and not stops_job(view.assignment, target):
             return view.restart_remaining_s
-        return self.cluster.restart_overhead_s if view.started else 0.0
+        return self.cluster.restart_overhead_s if self.pays_overhead(view) else 0.0
 
     def run_s(self, view: JobView, gpu_type: str, target: Assignment) -> float:
         """How long `view` takes from now on `target` (staying where it runs, or not)."""

@@ -67,7 +67,7 @@ class _Task:
     node: str | None  # where it ran in the previous step (at first: where it runs now)
     gpus: int
     restart_left: float  # restart still to pay before progress, if it stays on `node`
-    started: bool  # has it run (a restart elsewhere pays the overhead)
+    started: bool  # a start elsewhere pays the overhead (it has run, or first starts pay it)
     planned_end: float  # under the plan (-inf if it waits there): no later, no margin
 
 
@@ -249,7 +249,7 @@ def consolidate(snapshot: Snapshot, plan: Plan, *, share: float, load: float,
         return [_Task(v.job_id, k, v.job.due_date, v.job.tardiness_weight, d, c,
                       v.remaining_epochs, v.assignment.node if v.assignment else None,
                       v.assignment.gpus if v.assignment else 0, v.restart_remaining_s,
-                      v.started, plan_end.get(v.job_id, -math.inf))
+                      snapshot.pays_overhead(v), plan_end.get(v.job_id, -math.inf))
                 for v, k, d, c in made[key]]
 
     keep = list(used)

@@ -97,7 +97,7 @@ class Worker:
             if time.monotonic() > deadline:
                 raise ForecastCut(f"the forecast of {len(snapshot.jobs)} queued jobs was "
                                   f"stopped after {budget:g} s (forecast_budget_s)")
-        return forecast(snapshot, plan, policy, start_pays_overhead=True,
+        return forecast(snapshot, plan, policy,
                         decisions=decisions, on_event=past_budget if budget else None)
 
     def decide(self, snapshot: Snapshot) -> Mapping:

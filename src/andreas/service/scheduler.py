@@ -428,7 +428,10 @@ class Scheduler:
                 Node(n.name, n.gpu_type, min(n.gpus, running_there.get(n.name, 0)))
                 if n.name in self.drained else n for n in cluster.nodes
                 if n.name not in self.drained or running_there.get(n.name, 0) > 0))
-        return Snapshot(now, cluster, Profiles(table), tuple(views)), running
+        # real processes pay the restart overhead on their first start too (the interpreter,
+        # loading data): the holds, the plan and the forecast all count it
+        return Snapshot(now, cluster, Profiles(table), tuple(views),
+                        first_start_overhead=True), running
 
     FORESEEABLE = {"completion", "run-ended", "retry", "revisit"}
 

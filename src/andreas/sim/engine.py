@@ -350,7 +350,7 @@ class Simulator:
             self._decide_waiting(now, active)
             return
         snapshot = Snapshot(now, self.cluster, self.scenario.profiles, tuple(
-            self._view(s, now) for s in active.values()))
+            self._view(s, now) for s in active.values()), self.first_start_overhead)
         self.points += 1
         plan = self._ask(snapshot, lambda snap: pinning.decide(self.policy, snap))
         if self.record_decisions:
@@ -397,7 +397,7 @@ class Simulator:
                     {k: _held(s).assignment for k, s in active.items()})))
             return
         snapshot = Snapshot(now, self._free_cluster(), self.scenario.profiles,
-                            tuple(self._view(s, now) for s in waiting))
+                            tuple(self._view(s, now) for s in waiting), self.first_start_overhead)
         plan = self._ask(snapshot, lambda snap: self.policy.decide(snap)
                          if snap.cluster.nodes else {})
         if self.record_decisions:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from ..model import Job, Scenario
-from ..policies.base import JobView, Plan, Policy, Snapshot, revisit_at, stops_job
+from ..policies.base import JobView, Plan, Policy, Snapshot, revisit_at
 from ..policies.decision import Decision
 from .engine import Simulator
 
@@ -40,19 +40,18 @@ class JobForecast:
 
 
 def forecast(snapshot: Snapshot, plan: Plan, policy: Policy, *,
-             start_pays_overhead: bool = False,
              decisions: list[ForeseenDecision] | None = None,
              arrivals: tuple[Job, ...] = (),
              on_event: Callable[[], None] | None = None) -> dict[str, JobForecast]:
     """Per job: predicted completion and the cost still to come (energy from now on, plus
     tardiness at the predicted completion).
 
-    With `start_pays_overhead`, a job's first start also pays the cluster's restart overhead:
-    true of real processes (interpreter, data loading), which the paper's model leaves out.
-    A `decisions` list receives the later decisions the forecast made, in order. `arrivals`
-    are jobs assumed to arrive later (submit times after now, on the snapshot's clock): the
-    forward check samples them. `on_event` is called at every simulated event (it may raise
-    to stop the forecast: the forward check's time budget)."""
+    A job's first start pays the cluster's restart overhead too where the snapshot says so
+    (`Snapshot.first_start_overhead`, as the live service's do), in the plan just made and in
+    the later decisions alike. A `decisions` list receives the later decisions the forecast
+    made, in order. `arrivals` are jobs assumed to arrive later (submit times after now, on
+    the snapshot's clock): the forward check samples them. `on_event` is called at every
+    simulated event (it may raise to stop the forecast: the forward check's time budget)."""
     now = snapshot.time  # the simulation runs on times relative to now: the simulator's
     jobs, preset = [], {}  # tolerances are relative to the clock, and Unix times are large
     for view in snapshot.jobs:
@@ -60,15 +59,9 @@ def forecast(snapshot: Snapshot, plan: Plan, policy: Policy, *,
                       epochs=view.remaining_epochs)
         jobs.append(job)
         target = plan.get(view.job_id)
-        started = view.started or start_pays_overhead
-        if target is None:
-            preset[view.job_id] = JobView(job, view.remaining_epochs, None, started)
-        else:
-            same = view.assignment is not None and not stops_job(view.assignment, target)
-            overhead = view.restart_remaining_s if same else (
-                snapshot.cluster.restart_overhead_s if started else 0.0)
-            preset[view.job_id] = JobView(job, view.remaining_epochs, target, started,
-                                          overhead)
+        preset[view.job_id] = JobView(
+            job, view.remaining_epochs, target, view.started,
+            0.0 if target is None else snapshot.restart_s(view, target))
     if not jobs:
         return {}
     jobs.extend(replace(job, submit_time=job.submit_time - now, due_date=job.due_date - now)
@@ -76,6 +69,7 @@ def forecast(snapshot: Snapshot, plan: Plan, policy: Policy, *,
     scenario = Scenario(snapshot.cluster, snapshot.profiles, tuple(jobs), name="forecast")
     wake = revisit_at(plan)  # a plan holding jobs back starts them then at the latest
     simulator = Simulator(scenario, policy, start=0.0, preset=preset,
+                          first_start_overhead=snapshot.first_start_overhead,
                           record_decisions=decisions is not None,
                           on_progress=None if on_event is None else lambda *_: on_event(),
                           first_revisit=None if wake is None else max(0.0, wake - now))

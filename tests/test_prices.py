@@ -141,3 +141,24 @@ def test_milp_runs_a_job_inside_a_negative_price_minute_rather_than_idle_the_clu
     assert {r.job_id: r.completion_time for r in result.jobs} == pytest.approx(
         {"j0": 4.0, "j1": 4.0, "j2": 16.0})
     assert result.summary["total_cost"] == pytest.approx(50.0 * 16.0 * -0.05 / 3.6e6)
+
+
+def test_a_waiting_job_no_free_gpus_can_host_does_not_break_the_price_horizon():
+    # Found by the round-based hypothesis test: with a tariff, fifo is asked about its waiting
+    # jobs on the GPUs left free; a job that needs 2 GPUs where 1 is free has no candidate
+    # (its run time NaN), and the mean price over the planning horizon became NaN (ValueError).
+    from andreas.policies.base import JobView, Snapshot
+    from andreas.policies.planning import PlanningContext
+
+    tariff = Tariff((0.30, 0.05), H)
+    free = Cluster({"g": GpuType("g", (300.0, 550.0))}, (Node("a", "g", 1),), 0.146, 1.0,
+                   0.0, tariff)
+    profiles = Profiles({"big": {("g", 2): 35.0}, "small": {("g", 1): 60.0}})
+    views = (JobView(Job("two", 0.0, H, 0.01, 10.0, "big"), 10.0),
+             JobView(Job("one", 0.0, H, 0.01, 10.0, "small"), 10.0))
+    ctx = PlanningContext(Snapshot(0.0, free, profiles, views))
+    # the horizon is the small job's 600 s, all at 0.30 EUR/kWh
+    assert ctx.eur_per_joule == pytest.approx(free.eur_per_joule(0.0, 600.0))
+    assert ctx.eur_per_joule == pytest.approx(0.30 / 3.6e6)
+    plan = make_policy("fifo").decide(Snapshot(0.0, free, profiles, views))
+    assert set(plan) == {"one"} and (plan["one"].node, plan["one"].gpus) == ("a", 1)

@@ -60,9 +60,10 @@ class CandidateTable:
     def __init__(self, ct, cg, ctime, cen, meets, nc) -> None:
         self.ct, self.cg, self.ctime, self.cen, self.meets, self.nc = ct, cg, ctime, cen, meets, nc
         self.real = np.arange(ct.shape[1])[None, :] < nc[:, None]  # entries that are candidates
-        if len(nc) and ct.shape[1]:
-            masked = np.where(self.real, ctime, np.nan)
-            self.tmin, self.tmax = np.nanmin(masked, axis=1), np.nanmax(masked, axis=1)
+        if len(nc) and ct.shape[1]:  # NaN for a job with no candidate (no warning)
+            none = ~self.real.any(axis=1)
+            self.tmin = np.where(none, np.nan, np.where(self.real, ctime, np.inf).min(axis=1))
+            self.tmax = np.where(none, np.nan, np.where(self.real, ctime, -np.inf).max(axis=1))
         else:  # no job, or no job with a configuration this cluster hosts
             self.tmin = self.tmax = np.full(len(nc), np.nan)
 
@@ -194,8 +195,10 @@ class PlanningContext:
         self.tmin = self.table.tmin.tolist()
         self.tmax = self.table.tmax.tolist()
         if cluster.tariff is not None:  # plan scores price energy at the mean over the horizon
-            self.eur_per_joule = cluster.eur_per_joule(self.now, self.now + max(self.tmax,
-                                                                                default=0.0))
+            # (jobs with no configuration here, NaN, left out: a baseline's free GPUs may
+            # host none of a waiting job's)
+            horizon = max((t for t in self.tmax if t == t), default=0.0)
+            self.eur_per_joule = cluster.eur_per_joule(self.now, self.now + horizon)
         self.type_capacity = [sum(self.node_cap[n] for n in ns) for ns in self.nodes_of_type]
         self.wait_penalty = [
             WAITING_PENALTY * tardiness_cost(w, self.now + tmax, d)

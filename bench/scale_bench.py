@@ -3,7 +3,8 @@ first N jobs) on a 1,200-GPU cluster, event by event or in rounds.
 
 Each run is its own process so that its wall time and peak memory (max RSS) are its own. A
 policy spec is NAME, NAME:BUDGET (a Randomized Greedy pass budget, `--pass-budget`) and/or
-NAME@PERIOD (rounds: the policy is asked only every PERIOD seconds, `--period-only`), e.g.
+NAME@PERIOD (rounds: the policy is asked only every PERIOD seconds, `--period-only`, and only
+at rounds after an arrival or a completion), e.g.
 `andreas:2000@300`; without @PERIOD the policy is asked at every arrival and completion.
 Writes a Markdown table (default bench/scale.md) that names the machine, the date and the
 commit. Needs the traces from ../shared/data (not shipped in the package). `make bench-scale`
@@ -104,7 +105,8 @@ def main() -> None:
     lines += ["", "`NAME` alone: event by event (asked at every arrival and completion); "
               "`NAME:N`: a pass budget of N job placements per decision (`--pass-budget`); "
               "`NAME@P`: rounds, the policy asked only every P seconds (`--period "
-              "P --period-only`). Wall time excludes loading the scenario."]
+              "P --period-only`), at the rounds after an arrival or a completion. Wall time "
+              "excludes loading the scenario."]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")

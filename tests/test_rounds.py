@@ -28,6 +28,38 @@ def test_jobs_start_at_the_next_round_by_hand():
     assert next(r for r in eager.jobs if r.job_id == "j1").first_start == 3.0
 
 
+def test_a_round_where_nothing_happened_keeps_the_plan_but_a_revisit_time_is_a_change():
+    # One 1-GPU node, rounds every 10 s; j1 (10 epochs x 10 s) arrives at 3. The policy holds
+    # it at its first ask, to be looked at again at 35, then runs it: asked at 10 (the
+    # arrival), at 40 (the first round past the revisit time; 20 and 30 are quiet), and never
+    # again while it runs (it ends at 140, with nothing left to decide).
+    from andreas.policies.base import Assignment
+    from andreas.policies.decision import Decision
+
+    asked = []
+
+    class HoldOnce:
+        name = "hold-once"
+
+        def decide(self, snap):
+            asked.append(snap.time)
+            if len(asked) == 1:
+                return Decision.of({}).replaced({}, revisit_at=35.0)
+            return {"j1": Assignment("n0", 1)}
+
+    sc = scenario(cluster([("n0", "A", 1)], {"A": [100]}), {"p": {("A", 1): 10.0}},
+                  [job("j1", submit=3, epochs=10)])
+    result = simulate(sc, HoldOnce(), period=10.0, period_only=True)
+    assert asked == [10.0, 40.0] and result.rescheduling_points == 2
+    assert result.jobs[0].completion_time == pytest.approx(140.0)
+    # every_round asks at each round while the job is active: at 20 it runs j1 (to 120), and
+    # is asked again at 30, ..., 110
+    asked.clear()
+    every = simulate(sc, HoldOnce(), period=10.0, period_only=True, every_round=True)
+    assert asked == [10.0 * k for k in range(1, 12)] and every.rescheduling_points == 11
+    assert every.jobs[0].completion_time == pytest.approx(120.0)
+
+
 def test_period_only_needs_a_period():
     sc = scenario(cluster([("n0", "A", 1)], {"A": [100]}), {"p": {("A", 1): 10.0}},
                   [job("j1")])
@@ -64,6 +96,8 @@ def test_compare_runs_rounds_too(tmp_path):
     bad = compare("bad", "--period-only")
     assert bad.returncode == 2 and "--period-only needs --period" in bad.stderr
     assert not (tmp_path / "bad").exists()
+    bad = compare("bad", "--period", "600", "--every-round")
+    assert bad.returncode == 2 and "--every-round needs --period-only" in bad.stderr
     for out, extra in (("rounds", ("--period", "600", "--period-only")),
                        ("eager", ("--period", "600"))):
         run = compare(out, *extra)

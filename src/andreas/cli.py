@@ -77,12 +77,14 @@ def parse_seeds(text: str) -> list[int]:
     return list(dict.fromkeys(seeds))
 
 
-def check_period(period: float | None, period_only: bool) -> None:
+def check_period(period: float | None, period_only: bool, every_round: bool = False) -> None:
     """The CLI's own words for the rounds options (the library names its parameters)."""
     if period is not None and not period > 0:
         raise AndreasError(f"--period must be > 0 seconds, got {period}")
     if period_only and period is None:
         raise AndreasError("--period-only needs --period")
+    if every_round and not period_only:
+        raise AndreasError("--every-round needs --period-only")
 
 
 def parse_pair(option: str, text: str) -> tuple[float, float]:
@@ -176,7 +178,11 @@ RayAddress = typer.Option(None, "--ray", metavar="ADDRESS",
                           "or host:port of its head); results are those of a local run.")
 PeriodOnly = typer.Option(False, "--period-only", help="Reschedule only every --period "
                           "seconds (rounds, as Gavel does), not at each arrival and "
-                          "completion: bounded decisions on long traces.")
+                          "completion: bounded decisions on long traces. A round where "
+                          "nothing happened (no arrival, completion, price change or revisit "
+                          "time) keeps the plan.")
+EveryRound = typer.Option(False, "--every-round", help="With --period-only: ask the policy "
+                          "at quiet rounds too.")
 Overhead = typer.Option(None, "--restart-overhead", min=0.0,
                         help="Generated scenarios: seconds lost at each restart (default: the "
                              "template's).")
@@ -193,12 +199,13 @@ def simulate_cmd(
     out: Path = typer.Option(..., help="Output directory (summary.json, jobs.csv, segments.csv)."),
     period: Optional[float] = Period,
     period_only: bool = PeriodOnly,
+    every_round: bool = EveryRound,
     set_options: Optional[list[str]] = SetOption, options_file: Optional[Path] = OptionsFile,
     policy_flags: Optional[dict] = None,
 ) -> None:
     """Simulate one policy on one scenario and write its schedule and costs."""
     parse_policies(policy)
-    check_period(period, period_only)
+    check_period(period, period_only, every_round)
     params = shared_options([policy], policy_flags or {}, options_file, set_options or [])
     scenario = load_scenario(scenario_dir)
     with _progress() as bar:
@@ -207,7 +214,7 @@ def simulate_cmd(
         result = simulate(scenario, chosen, period=period,
                           seed=seed if POLICIES[policy].randomized else None,
                           on_progress=lambda t, done, total: bar.update(task, completed=done),
-                          period_only=period_only)
+                          period_only=period_only, every_round=every_round)
     write_result(result, out)
     s = result.summary
     console.print(f"{policy}: total {s['total_cost']:.4f} EUR = energy {s['energy_cost']:.4f} + "
@@ -314,6 +321,7 @@ def compare_cmd(
     ray: Optional[str] = RayAddress,
     period: Optional[float] = Period,
     period_only: bool = PeriodOnly,
+    every_round: bool = EveryRound,
     restart_overhead: Optional[float] = Overhead,
     set_options: Optional[list[str]] = SetOption, options_file: Optional[Path] = OptionsFile,
     policy_flags: Optional[dict] = None,
@@ -321,7 +329,7 @@ def compare_cmd(
     """Run several policies on the same scenarios and print a cost table with 95 % CIs."""
     names = parse_policies(policies)
     seed_list = parse_seeds(seeds)
-    check_period(period, period_only)
+    check_period(period, period_only, every_round)
     params = shared_options(names, policy_flags or {}, options_file, set_options or [])
     if generate is not None:
         if scenario_dirs:
@@ -343,7 +351,7 @@ def compare_cmd(
         comparison = compare(scenarios, names, seed_list, period=period, params=params,
                              workers=workers or default_workers(),
                              on_done=lambda i: bar.advance(task), period_only=period_only,
-                             ray_address=ray)
+                             every_round=every_round, ray_address=ray)
     table = comparison.table()
     console.print(render_table(table, len(scenarios)))
     if out is not None:

@@ -81,14 +81,15 @@ class Comparison:
 def compare(scenarios: Sequence[Scenario], policies: Sequence[str], seeds: Sequence[int], *,
             period: float | None = None, params: dict | None = None, workers: int = 1,
             on_done: Callable[[int], None] | None = None,
-            period_only: bool = False, ray_address: str | None = None) -> Comparison:
+            period_only: bool = False, every_round: bool = False,
+            ray_address: str | None = None) -> Comparison:
     for p in policies:
         make_policy(p)  # fail fast on an unknown name
     if period_only and period is None:
         raise AndreasError("period_only needs a period")
     specs = plan_runs(len(scenarios), policies, seeds)
-    tasks = [Task(s, scenarios[s.instance], period, dict(params or {}), period_only)
-             for s in specs]
+    tasks = [Task(s, scenarios[s.instance], period, dict(params or {}), period_only,
+                  every_round) for s in specs]
     results = list(run_all(tasks, workers, on_done, ray_address))
     return Comparison(scenarios, list(policies), specs, results)
 

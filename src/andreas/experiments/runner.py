@@ -35,6 +35,7 @@ class Task:
     period: float | None
     params: dict
     period_only: bool = False  # rounds: the policy is asked only every `period` seconds
+    every_round: bool = False  # in rounds, ask at quiet rounds too (Simulator)
 
 
 def plan_runs(n_instances: int, policies: Sequence[str], seeds: Sequence[int]) -> list[RunSpec]:
@@ -48,7 +49,8 @@ def execute(task: Task) -> SimulationResult:
     if task.spec.seed is not None:
         params["seed"] = task.spec.seed
     return simulate(task.scenario, make_policy(task.spec.policy, **params), period=task.period,
-                    seed=task.spec.seed, period_only=task.period_only)
+                    seed=task.spec.seed, period_only=task.period_only,
+                    every_round=task.every_round)
 
 
 def default_workers() -> int:

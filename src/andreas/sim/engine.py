@@ -165,7 +165,7 @@ class Simulator:
                  on_progress: Callable[[float, int, int], None] | None = None,
                  start: float = 0.0, preset: Mapping[str, JobView] | None = None,
                  record_decisions: bool = False, period_only: bool = False,
-                 first_start_overhead: bool = False,
+                 first_start_overhead: bool = False, every_round: bool = False,
                  first_revisit: float | None = None) -> None:
         """`start` and `preset` let a live driver forecast from now: jobs submitted by `start`
         begin in the state their `JobView` gives (running where it has an assignment, with its
@@ -174,7 +174,11 @@ class Simulator:
         `record_decisions` keeps every decision in `decisions` (the forecast's foreseen plans;
         off by default: on a long trace it holds every active job at every event).
         `period_only` asks the policy only at the period's ticks (round-based, as Gavel does),
-        not at every arrival and completion: a bounded number of decisions on long traces.
+        not at every arrival and completion: a bounded number of decisions on long traces. A
+        round is a decision point only if something happened since the last decision (a job
+        arrived or ended, the price changed, a held job's revisit time came): the decision
+        points of an event-by-event run, each put off to the next round. `every_round` asks at
+        quiet rounds too (the policy then sees the same jobs where it left them, later).
         `first_start_overhead` makes a job's first start pay the restart overhead too (not
         counted as a restart): real processes start up (interpreter, data, CUDA) before their
         first epoch, which the paper's model leaves out."""
@@ -183,6 +187,7 @@ class Simulator:
         if period_only and period is None:
             raise AndreasError("period_only needs a period")
         self.period_only = period_only
+        self.every_round = every_round
         self.first_start_overhead = first_start_overhead
         self.scenario = scenario
         self.cluster = scenario.cluster
@@ -232,7 +237,7 @@ class Simulator:
         tick, price, revisit = Timer("tick"), Timer("price"), Timer("revisit")
         if self.preset:
             self._apply_preset(jobs[:first], now)
-        decided = True
+        decided = changed = True
         while self.arrivals_left or self.active:
             self._arm(tick, price, revisit, now)
             active = self.active
@@ -254,9 +259,13 @@ class Simulator:
                     event.fire(self, now)
             if revisit.fired:
                 self.revisit = math.inf  # asked now; the new plan may ask again
-            decided = bool(self.active) and (not self.period_only or tick.fired)
+            changed = changed or price.fired or any(
+                isinstance(e, (Arrival, Completion)) for e in batch)
+            decided = bool(self.active) and (not self.period_only or tick.fired and (
+                changed or self.every_round or self.revisit <= now + EPS))
             tick.fired = price.fired = revisit.fired = False
             if decided:
+                changed = False
                 self._decide(now, self.active)
             if self.on_progress:
                 self.on_progress(now, self.done, len(jobs))
@@ -522,8 +531,9 @@ class Simulator:
 def simulate(scenario: Scenario, policy: Policy, *, period: float | None = None,
              seed: int | None = None,
              on_progress: Callable[[float, int, int], None] | None = None,
-             period_only: bool = False, first_start_overhead: bool = False
-             ) -> SimulationResult:
+             period_only: bool = False, first_start_overhead: bool = False,
+             every_round: bool = False) -> SimulationResult:
     """Simulate `policy` on `scenario` and return segments, per-job records and the summary."""
     return Simulator(scenario, policy, period=period, seed=seed, on_progress=on_progress,
-                     period_only=period_only, first_start_overhead=first_start_overhead).run()
+                     period_only=period_only, first_start_overhead=first_start_overhead,
+                     every_round=every_round).run()

@@ -105,7 +105,7 @@ def test_a_forecast_past_its_budget_is_stopped_and_the_plan_stands(tmp_path):
     try:
         scheduler.replan(["submit"])
         assert scheduler.plan.assignments and scheduler.plan.forecast == {}
-        assert "stopped after" in (scheduler.forecast_cut or "")
+        assert "stopped after" in (scheduler.planner.forecast_cut or "")
     finally:
         scheduler.shutdown(stop_jobs=True)
 

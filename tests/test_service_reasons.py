@@ -8,7 +8,7 @@ from andreas.policies.base import Assignment
 from andreas.policies.decision import Reason
 from andreas.service.api import create_app
 from andreas.service.config import read_service_config
-from andreas.service.scheduler import waiting_reasons
+from andreas.service.planner import waiting_reasons
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
 ONE_NODE = "nodes:\n  - {name: n1, gpu_type: fast, gpus: 2}\n"

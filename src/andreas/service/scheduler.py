@@ -2,14 +2,16 @@
 
 `Scheduler.tick()` is one step: reconcile what the executor reports (runs that ended, jobs
 cancelled, progress written to files), then, if anything calls for it (a submission, a
-completion, a cancellation, a prediction that moved, the period), build a `Snapshot`, call
-the very policy objects the simulator uses, and apply the `Plan`: stop what must pause or
-move (SIGTERM, grace, SIGKILL), start what must start. Each step is recorded in the database
-before it is taken, so a service killed at any moment can pick up where it stopped.
+completion, a cancellation, a prediction that moved, the period), build a `Snapshot` from the
+database, have the planner decide (planner.py: the very policy objects the simulator uses,
+in a worker process, decider.py; quotas, drained nodes, foreseen plans), and apply the plan:
+stop what must pause or move (SIGTERM, grace, SIGKILL), start what must start. Each step is
+recorded in the database before it is taken, so a service killed at any moment can pick up
+where it stopped.
 
-It runs in its own thread, so the API stays responsive while the policy plans (the policy
-itself decides in a worker process: decider.py). What the jobs have cost so far is
-`accounting.py`'s, from the runs the scheduler records.
+It runs in its own thread, so the API stays responsive while the policy plans. What the jobs
+have cost so far is `accounting.py`'s, from the runs the scheduler records; what a run's end
+means for its job is `states.after_run`'s.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from sqlalchemy import func, select, update
 
@@ -29,16 +31,15 @@ from ..catalogue import canonical_gpu
 from ..executors import Executor, LaunchRequest, NodeInfo
 from ..measure.nvml import NvmlMeter
 from ..model import Cluster, Job, Node, Profiles
-from ..policies.base import Assignment, JobView, Snapshot, check_plan, revisit_at, stops_job
-from ..policies.decision import Reason
-from ..sim.forecast import ForeseenDecision, JobForecast
+from ..policies.base import Assignment, JobView, Snapshot, stops_job
+from ..sim.forecast import JobForecast
 from .accounting import Accounting
 from .config import ServiceConfig
 from .db import DrainedNode, JobRow, ProgressRow, RunRow, User
-from .decider import Decider, ForecastCut, make_decider, warm_up_snapshot
+from .decider import Decider, make_decider, warm_up_snapshot
 from .learning import speed_factor
 from .metrics import decision_histogram
-from .quotas import within_limits
+from .planner import Planner, waiting_reasons
 from .states import (
     ACTIVE_STATES,
     CANCELLED_MESSAGE,
@@ -71,23 +72,6 @@ class PlanInfo:
     waiting: dict[str, dict] = field(default_factory=dict)
 
 
-def waiting_reasons(snapshot: Snapshot, plan: Mapping, why: Mapping[str, Reason],
-                    previous: Mapping[str, dict]) -> dict[str, dict]:
-    """Why each job the plan leaves out waits: the decision's reason, else what an earlier
-    decision said (a plan kept unchanged), else no capacity. Nothing waits silently."""
-    out = {}
-    for view in snapshot.jobs:
-        if view.job_id in plan:
-            continue
-        if view.job_id not in why and view.job_id in previous:
-            out[view.job_id] = previous[view.job_id]
-            continue
-        r = why.get(view.job_id) or Reason("no_capacity")
-        out[view.job_id] = {"reason": r.kind, "text": r.sentence(), "until": r.until,
-                            "node": r.node, "job": r.job}
-    return out
-
-
 SNAPSHOT_COLUMNS = (JobRow.id, JobRow.submitted_at, JobRow.due_date, JobRow.weight, JobRow.epochs,
                     JobRow.epochs_done, JobRow.profile_name, JobRow.inline_profile,
                     JobRow.speed_factor, JobRow.preemptible, JobRow.start_asap,
@@ -112,6 +96,7 @@ class Scheduler:
         self.executor = executor
         self.clock = clock
         self.decider = decider or make_decider(config)
+        self.planner = Planner(self.decider, config.policy, config.quotas)
         self.accounting = Accounting(store, self.cluster, clock)
         self.plan = PlanInfo()
         self.meter = NvmlMeter() if executor.kind == "local" else None
@@ -132,9 +117,6 @@ class Scheduler:
         self.forecast_history: dict[str, deque[tuple[float, float, float]]] = {}
         self.drained: set[str] = set()  # nodes an admin drained (read at every snapshot)
         self.owners: dict[str, str] = {}  # job id -> user name, of the active jobs
-        self.foreseen: list[ForeseenDecision] = []  # the decisions the last forecast made
-        self.kept = 0  # decisions taken from the forecast rather than made afresh
-        self.forecast_cut: str | None = None  # why the latest forecast was stopped, if it was
 
     # ------------------------------------------------------------------ thread
     def start(self) -> None:
@@ -433,35 +415,14 @@ class Scheduler:
         return Snapshot(now, cluster, Profiles(table), tuple(views),
                         first_start_overhead=True), running
 
-    FORESEEABLE = {"completion", "run-ended", "retry", "revisit"}
-
     def replan(self, reasons: list[str]) -> None:
+        """Decide (planner.py), carry the decision out (stop, then start), forecast it, and
+        record it for `/plan`."""
         snapshot, running = self.snapshot()
-        tic = time.perf_counter()
-        plan = self._foreseen_plan(snapshot, reasons)
-        source = "forecast" if plan is not None else "policy"
-        if plan is None:
-            plan = self.decider.decide(snapshot)
-        wake = revisit_at(plan)
-        why = dict(getattr(plan, "reasons", {}))  # per waiting job (Decision.reasons)
-        plan, refused = self._within_limits(snapshot, dict(plan))
-        if refused and source == "policy":
-            # decide again without the jobs that may not start now: their GPUs go to others
-            rest = replace(snapshot, jobs=tuple(v for v in snapshot.jobs
-                                                if v.job_id not in refused))
-            again = self.decider.decide(rest)
-            wake, why = revisit_at(again), dict(getattr(again, "reasons", {}))
-            plan, more = self._within_limits(rest, dict(again))
-            refused.update(more)
-        why.update(refused)
-        check_plan(snapshot, plan, self.config.policy)
-        keep = {job_id: Assignment(run.node, len(run.gpu_indices))
-                for job_id, run in running.items()}
-        predicted = None
-        if source == "policy" and set(reasons) <= {"prediction-moved"} and plan != keep:
-            plan, source, predicted = self._worth_switching(snapshot, keep, plan, wake)
-            wake = None if source == "kept" else wake
-        decision_s = time.perf_counter() - tic
+        proposal = self.planner.decide(
+            snapshot, {job_id: Assignment(run.node, len(run.gpu_indices))
+                       for job_id, run in running.items()}, reasons, self.owners, self.drained)
+        plan = proposal.plan
         changed = [(job_id, run.id) for job_id, run in running.items()
                    if stops_job(Assignment(run.node, len(run.gpu_indices)), plan.get(job_id))]
         if changed:
@@ -472,32 +433,14 @@ class Scheduler:
                   if job_id not in running or (job_id, running[job_id].id) in changed]
         for job_id, assignment in starts:
             self._start(job_id, assignment)
-        predicted, self.foreseen = predicted or self._forecast(snapshot, plan, wake)
+        predicted = proposal.predicted
+        if predicted is None:
+            predicted = self.planner.forecast(snapshot, plan, proposal.revisit_at)
         previous = self.plan.waiting
-        self._record_plan(snapshot, plan, predicted, reasons, decision_s)
-        self.plan.source, self.plan.revisit_at = source, wake
-        self.plan.waiting = waiting_reasons(snapshot, plan, why, previous if source == "kept"
-                                            else {})
-
-    def _forecast(self, snapshot: Snapshot, plan: dict, wake: float | None = None
-                  ) -> tuple[dict, list[ForeseenDecision]]:
-        """The rest of the queue under `plan` (which holds jobs back until `wake`, if set), and
-        the later decisions the forecast made."""
-        try:
-            predicted, foreseen = self.decider.forecast(snapshot, plan, wake)
-        except ForecastCut as cut:  # the plan stands; the predictions shown are older ones
-            if self.forecast_cut is None:
-                log.warning("%s; the predictions shown are older ones", cut)
-            self.forecast_cut = str(cut)
-            return {}, []
-        self.forecast_cut = None
-        return predicted, foreseen
-
-    def _within_limits(self, snapshot: Snapshot, plan: dict) -> tuple[dict, dict[str, Reason]]:
-        """`plan` less the starts that quotas and drained nodes forbid (quotas.py)."""
-        if not self.drained and not self.config.quotas.bound_gpus:
-            return plan, {}
-        return within_limits(snapshot, plan, self.owners, self.config.quotas, self.drained)
+        self._record_plan(snapshot, plan, predicted, reasons, proposal.decision_s)
+        self.plan.source, self.plan.revisit_at = proposal.source, proposal.revisit_at
+        self.plan.waiting = waiting_reasons(snapshot, plan, proposal.why,
+                                            previous if proposal.source == "kept" else {})
 
     def what_if(self, job: JobRow) -> JobForecast:
         """The forecast of a job not yet submitted, planned with the current queue (for
@@ -510,44 +453,7 @@ class Scheduler:
         snapshot = replace(snapshot, profiles=Profiles(
             {**snapshot.profiles.table, key: self.job_configs(job)}),
             jobs=(*snapshot.jobs, view))
-        return self.decider.what_if(snapshot, job.id)
-
-    def _worth_switching(self, snapshot: Snapshot, keep: dict, fresh: dict,
-                         wake: float | None = None):
-        """A learned speed moved: switch from the running plan to the fresh decision only if
-        the forecast says it pays (by more than 1 %). Pausing and moving jobs on every change
-        of estimate would cost more in restarts than better estimates save. Returns the plan,
-        where it came from, and its forecast (None: not computed yet)."""
-        try:
-            check_plan(snapshot, keep, self.config.policy)
-        except Exception:
-            return fresh, "policy", None
-        options = {name: self._forecast(snapshot, plan, w) for name, plan, w in
-                   (("policy", fresh, wake), ("kept", keep, None))}
-        total = {name: sum(f.total_cost for f in o[0].values()) for name, o in options.items()}
-        if total["policy"] < 0.99 * total["kept"]:
-            return fresh, "policy", options["policy"]
-        return keep, "kept", options["kept"]
-
-    def _foreseen_plan(self, snapshot: Snapshot, reasons: list[str]) -> Mapping | None:
-        """Keep to the plan the last forecast made for this moment, when what happened is what
-        it foresaw (the same jobs remain; no arrival, cancellation or changed prediction).
-
-        The policy made that plan too, for the predicted state, so the schedule the service
-        shows is the one it carries out, and a job does not move because of a timing jitter.
-        Anything unforeseen, or a plan that no longer fits, means a fresh decision."""
-        if not set(reasons) <= self.FORESEEABLE or not self.foreseen:
-            return None
-        active = frozenset(v.job_id for v in snapshot.jobs)
-        for decision in self.foreseen:
-            if decision.jobs == active:
-                try:
-                    check_plan(snapshot, decision.plan, self.config.policy)
-                except Exception:
-                    return None
-                self.kept += 1
-                return decision.plan  # (replan copies it)
-        return None
+        return self.planner.what_if(snapshot, job.id)
 
     def _free_indices(self, node: NodeInfo) -> list[int]:
         with self.store.session() as s:

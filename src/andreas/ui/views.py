@@ -124,7 +124,7 @@ def _planned_node(scheduler: Scheduler, info, job_id: str, start: float
     a = info.assignments.get(job_id)
     if a is not None:
         return a["node"], a["gpus"]
-    for decision in scheduler.foreseen:
+    for decision in scheduler.planner.foreseen:
         if decision.time >= start - 1.0 and job_id in decision.plan:
             target = decision.plan[job_id]
             return target.node, target.gpus

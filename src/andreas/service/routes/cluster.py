@@ -69,5 +69,5 @@ def plan(user: CurrentUser, svc: ServicesDep):
             "assignments": {j: a for j, a in info.assignments.items() if keep(j)},
             "waiting": {j: w for j, w in info.waiting.items() if keep(j)},
             "forecast": forecast,
-            "forecast_cut": svc.scheduler.forecast_cut,  # why no fresh forecast, if none
+            "forecast_cut": svc.scheduler.planner.forecast_cut,  # why no fresh forecast, if none
             "predicted_total_cost": sum(f["total_cost"] for f in forecast.values())}

@@ -1,0 +1,171 @@
+"""The service's planning: a snapshot in, a decision and its forecast out; no database.
+
+One decision of the live service is more than the policy's: the plan the last forecast made
+for this moment may be kept (`source: forecast`), quotas and drained nodes take starts out
+(and the policy decides again without the jobs refused), a change of learned speed switches
+plans only when the forecast says it pays (`source: kept` otherwise), and every job left
+waiting says why. `Planner` makes that decision from a `Snapshot` and what the last decision
+foresaw; the scheduler (scheduler.py) builds the snapshot from the database, carries the
+decision out and records it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from ..policies.base import Assignment, Snapshot, check_plan, revisit_at
+from ..policies.decision import Reason
+from ..sim.forecast import ForeseenDecision, JobForecast
+from .decider import Decider, ForecastCut
+from .quotas import Quotas, within_limits
+
+log = logging.getLogger("andreas.service")
+
+# replanning reasons a forecast foresees: after only these, the plan it made may be kept
+FORESEEABLE = frozenset({"completion", "run-ended", "retry", "revisit"})
+SWITCH_GAIN = 0.01  # a changed speed estimate switches plans only if that saves over 1 %
+
+
+@dataclass
+class Proposal:
+    """One decision of the service, before it is carried out."""
+
+    plan: dict[str, Assignment]
+    source: str  # "policy" (decided afresh), "forecast" (foreseen) or "kept" (not switched)
+    revisit_at: float | None  # jobs held back on purpose must be looked at again then
+    why: dict[str, Reason]  # per job the plan leaves out, when the policy or a limit says why
+    decision_s: float  # seconds the decision took
+    predicted: dict[str, JobForecast] | None = None  # its forecast, where deciding made one
+
+
+def waiting_reasons(snapshot: Snapshot, plan: Mapping, why: Mapping[str, Reason],
+                    previous: Mapping[str, dict]) -> dict[str, dict]:
+    """Why each job the plan leaves out waits: the decision's reason, else what an earlier
+    decision said (a plan kept unchanged), else no capacity. Nothing waits silently."""
+    out = {}
+    for view in snapshot.jobs:
+        if view.job_id in plan:
+            continue
+        if view.job_id not in why and view.job_id in previous:
+            out[view.job_id] = previous[view.job_id]
+            continue
+        r = why.get(view.job_id) or Reason("no_capacity")
+        out[view.job_id] = {"reason": r.kind, "text": r.sentence(), "until": r.until,
+                            "node": r.node, "job": r.job}
+    return out
+
+
+class Planner:
+    """Decisions and forecasts for the scheduler, from snapshots alone. It remembers the
+    decisions the last forecast foresaw (`foreseen`), how many it kept (`kept`), and why the
+    latest forecast was stopped, if it was (`forecast_cut`)."""
+
+    def __init__(self, decider: Decider, policy_name: str, quotas: Quotas) -> None:
+        self.decider = decider
+        self.policy_name = policy_name
+        self.quotas = quotas
+        self.foreseen: list[ForeseenDecision] = []
+        self.kept = 0
+        self.forecast_cut: str | None = None
+
+    def decide(self, snapshot: Snapshot, running: Mapping[str, Assignment],
+               reasons: list[str], owners: Mapping[str, str],
+               drained: set[str]) -> Proposal:
+        """The plan for `snapshot`, whose `running` jobs run where they say, replanned for
+        `reasons`; `owners` (job id -> user) and `drained` nodes bound what may start."""
+        tic = time.perf_counter()
+        plan = self.foreseen_plan(snapshot, reasons)
+        source = "forecast" if plan is not None else "policy"
+        if plan is None:
+            plan = self.decider.decide(snapshot)
+        wake = revisit_at(plan)
+        why = dict(getattr(plan, "reasons", {}))  # per waiting job (Decision.reasons)
+        limited, refused = self._within_limits(snapshot, dict(plan), owners, drained)
+        if refused and source == "policy":
+            # decide again without the jobs that may not start now: their GPUs go to others
+            rest = replace(snapshot, jobs=tuple(v for v in snapshot.jobs
+                                                if v.job_id not in refused))
+            again = self.decider.decide(rest)
+            wake, why = revisit_at(again), dict(getattr(again, "reasons", {}))
+            limited, more = self._within_limits(rest, dict(again), owners, drained)
+            refused.update(more)
+        why.update(refused)
+        check_plan(snapshot, limited, self.policy_name)
+        keep = dict(running)
+        predicted = None
+        if source == "policy" and set(reasons) <= {"prediction-moved"} and limited != keep:
+            limited, source, predicted = self._worth_switching(snapshot, keep, limited, wake)
+            wake = None if source == "kept" else wake
+        return Proposal(limited, source, wake, why, time.perf_counter() - tic, predicted)
+
+    def forecast(self, snapshot: Snapshot, plan: Mapping, wake: float | None = None
+                 ) -> dict[str, JobForecast]:
+        """The rest of the queue under `plan` (which holds jobs back until `wake`, if set);
+        the later decisions it made are kept in `foreseen`. A forecast stopped at its time
+        budget gives none (the predictions shown stay the older ones)."""
+        predicted, self.foreseen = self._forecast(snapshot, plan, wake)
+        return predicted
+
+    def what_if(self, snapshot: Snapshot, job_id: str) -> JobForecast:
+        """The forecast of `job_id`, one of the snapshot's jobs, under a decision made now."""
+        return self.decider.what_if(snapshot, job_id)
+
+    def foreseen_plan(self, snapshot: Snapshot, reasons: list[str]) -> Mapping | None:
+        """Keep to the plan the last forecast made for this moment, when what happened is what
+        it foresaw (the same jobs remain; no arrival, cancellation or changed prediction).
+
+        The policy made that plan too, for the predicted state, so the schedule the service
+        shows is the one it carries out, and a job does not move because of a timing jitter.
+        Anything unforeseen, or a plan that no longer fits, means a fresh decision."""
+        if not set(reasons) <= FORESEEABLE or not self.foreseen:
+            return None
+        active = frozenset(v.job_id for v in snapshot.jobs)
+        for decision in self.foreseen:
+            if decision.jobs == active:
+                try:
+                    check_plan(snapshot, decision.plan, self.policy_name)
+                except Exception:
+                    return None
+                self.kept += 1
+                return decision.plan
+        return None
+
+    def _forecast(self, snapshot: Snapshot, plan: Mapping, wake: float | None
+                  ) -> tuple[dict[str, JobForecast], list[ForeseenDecision]]:
+        try:
+            predicted, foreseen = self.decider.forecast(snapshot, plan, wake)
+        except ForecastCut as cut:  # the plan stands; the predictions shown are older ones
+            if self.forecast_cut is None:
+                log.warning("%s; the predictions shown are older ones", cut)
+            self.forecast_cut = str(cut)
+            return {}, []
+        self.forecast_cut = None
+        return predicted, foreseen
+
+    def _within_limits(self, snapshot: Snapshot, plan: dict, owners: Mapping[str, str],
+                       drained: set[str]) -> tuple[dict, dict[str, Reason]]:
+        """`plan` less the starts that quotas and drained nodes forbid (quotas.py)."""
+        if not drained and not self.quotas.bound_gpus:
+            return plan, {}
+        return within_limits(snapshot, plan, owners, self.quotas, drained)
+
+    def _worth_switching(self, snapshot: Snapshot, keep: dict, fresh: dict,
+                         wake: float | None = None
+                         ) -> tuple[dict, str, dict[str, JobForecast] | None]:
+        """A learned speed moved: switch from the running plan to the fresh decision only if
+        the forecast says it pays (by more than SWITCH_GAIN). Pausing and moving jobs on every
+        change of estimate would cost more in restarts than better estimates save. Returns the
+        plan, where it came from, and its forecast (None: not computed yet)."""
+        try:
+            check_plan(snapshot, keep, self.policy_name)
+        except Exception:
+            return fresh, "policy", None
+        options = {name: self._forecast(snapshot, plan, w) for name, plan, w in
+                   (("policy", fresh, wake), ("kept", keep, None))}
+        total = {name: sum(f.total_cost for f in o[0].values()) for name, o in options.items()}
+        chosen = "policy" if total["policy"] < (1.0 - SWITCH_GAIN) * total["kept"] else "kept"
+        predicted, self.foreseen = options[chosen]
+        return (fresh if chosen == "policy" else keep), chosen, predicted

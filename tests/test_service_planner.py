@@ -1,0 +1,81 @@
+"""The service's planning without a database (service/planner.py), by hand: a quota refuses a
+start and the GPUs go to another job; the plan the last forecast foresaw is kept only after
+foreseeable events; a changed speed estimate switches plans only when the forecast says it
+pays."""
+
+from dataclasses import replace
+
+import pytest
+from helpers import Scripted, cluster, job, scenario, snapshot
+
+from andreas.policies import make_policy
+from andreas.policies.base import Assignment
+from andreas.service.decider import InlineDecider
+from andreas.service.planner import Planner
+from andreas.service.quotas import Limits, Quotas
+
+# two nodes of 2 GPUs; 10 s per epoch on one GPU, 2 s on two
+CLUSTER = cluster([("n1", "A", 2), ("n2", "A", 2)], {"A": [100, 150]})
+PROFILES = {"p": {("A", 1): 10.0, ("A", 2): 2.0}}
+
+
+def _planner(policy="fifo", quotas=Quotas(), scripted=None):
+    decider = InlineDecider(scripted or make_policy(policy), policy, {})
+    return Planner(decider, policy, quotas)
+
+
+def test_a_start_over_quota_is_refused_and_the_policy_decides_again_without_it():
+    one_node = cluster([("n1", "A", 2)], {"A": [100, 150]})
+    snap = snapshot(scenario(one_node, {"p": {("A", 1): 10.0}},
+                             [job("a", submit=0.0), job("b", submit=1.0), job("c", submit=2.0)]),
+                    now=5.0)
+    owners = {"a": "alice", "b": "alice", "c": "bob"}
+    planner = _planner(quotas=Quotas(Limits(), {"alice": Limits(max_gpus=1)}))
+    # fifo first runs a and b (2 GPUs); b is over alice's quota, so it decides again without
+    # b, and c gets the GPU
+    proposal = planner.decide(snap, {}, ["submit"], owners, set())
+    assert proposal.plan == {"a": Assignment("n1", 1), "c": Assignment("n1", 1)}
+    assert proposal.why["b"].kind == "over_quota" and proposal.source == "policy"
+    # a drained node starts nothing: every start is refused, each saying why
+    drained = planner.decide(snap, {}, ["submit"], owners, {"n1"})
+    assert drained.plan == {} and {r.kind for r in drained.why.values()} == {"node_drained"}
+
+
+def test_the_plan_the_forecast_foresaw_is_kept_after_foreseeable_events_only():
+    # a (1 epoch) and b run at 0, c waits; the forecast foresees the decision at 10, when a
+    # ends: b keeps running and c starts
+    jobs = [job("a", epochs=1.0), job("b", submit=0.5), job("c", submit=1.0)]
+    sc = scenario(cluster([("n1", "A", 2)], {"A": [100, 150]}), {"p": {("A", 1): 10.0}}, jobs)
+    planner = _planner()
+    first = planner.decide(snapshot(sc, now=1.0), {}, ["submit"], {}, set())
+    assert set(first.plan) == {"a", "b"} and first.source == "policy"
+    predicted = planner.forecast(snapshot(sc, now=1.0), first.plan)
+    assert predicted["a"].completion == pytest.approx(11.0)
+    assert predicted["c"].start == pytest.approx(11.0)
+    later = snapshot(sc, now=11.0, running={"b": ("n1", 1)}, remaining={"b": 9.0, "c": 10.0})
+    later = replace(later, jobs=tuple(v for v in later.jobs if v.job_id != "a"))
+    kept = planner.decide(later, {"b": Assignment("n1", 1)}, ["completion"], {}, set())
+    assert kept.source == "forecast" and planner.kept == 1
+    assert kept.plan == {"b": Assignment("n1", 1), "c": Assignment("n1", 1)}
+    # a submission is not foreseen: a fresh decision
+    fresh = planner.decide(later, {"b": Assignment("n1", 1)}, ["submit"], {}, set())
+    assert fresh.source == "policy" and planner.kept == 1
+
+
+def test_a_changed_speed_estimate_switches_plans_only_when_the_forecast_says_it_pays():
+    sc = scenario(CLUSTER, PROFILES, [job("r", epochs=10.0)])
+    snap = snapshot(sc, now=0.0, running={"r": ("n1", 1)})
+    running = {"r": Assignment("n1", 1)}
+    # the same configuration on the other node: no saving, so the running plan is kept
+    moved = _planner(scripted=Scripted(lambda now, ids: {"r": ("n2", 1)}))
+    proposal = moved.decide(snap, running, ["prediction-moved"], {}, set())
+    assert proposal.source == "kept" and proposal.plan == running
+    assert proposal.predicted is not None and proposal.revisit_at is None
+    # two GPUs: 20 s at 150 W against 100 s at 100 W: it pays, so the fresh plan is taken
+    wider = _planner(scripted=Scripted(lambda now, ids: {"r": ("n1", 2)}))
+    proposal = wider.decide(snap, running, ["prediction-moved"], {}, set())
+    assert proposal.source == "policy" and proposal.plan == {"r": Assignment("n1", 2)}
+    assert proposal.predicted["r"].completion == pytest.approx(20.0)
+    # after any other event, the fresh decision stands without that comparison
+    proposal = moved.decide(snap, running, ["submit"], {}, set())
+    assert proposal.source == "policy" and proposal.predicted is None

@@ -41,6 +41,29 @@ def test_a_start_over_quota_is_refused_and_the_policy_decides_again_without_it()
     assert drained.plan == {} and {r.kind for r in drained.why.values()} == {"node_drained"}
 
 
+def test_the_forecast_keeps_to_the_quotas_too():
+    # alice's a (100 s) and bob's c (10 s) run on the two GPUs; alice's b waits. When c ends
+    # at 10, b may not start: alice may hold one GPU. It starts when a ends, at 100; without
+    # the quota the forecast starts it at 10.
+    one_node = cluster([("n1", "A", 2)], {"A": [100, 150]})
+    sc = scenario(one_node, {"p": {("A", 1): 10.0}},
+                  [job("a", epochs=10.0), job("b", epochs=1.0), job("c", epochs=1.0)])
+    snap = snapshot(sc, now=0.0, running={"a": ("n1", 1), "c": ("n1", 1)})
+    running = {"a": Assignment("n1", 1), "c": Assignment("n1", 1)}
+    owners = {"a": "alice", "b": "alice", "c": "bob"}
+    starts = {}
+    for name, quotas in (("quota", Quotas(Limits(), {"alice": Limits(max_gpus=1)})),
+                         ("none", Quotas())):
+        planner = _planner(quotas=quotas)
+        proposal = planner.decide(snap, running, ["submit"], owners, set())
+        assert proposal.plan == running
+        starts[name] = planner.forecast(snap, proposal)["b"].start
+        # the decisions it foresaw keep to the quota as well
+        at_ten = next(d for d in planner.foreseen if d.time == pytest.approx(10.0))
+        assert ("b" in at_ten.plan) == (name == "none")
+    assert starts == {"quota": pytest.approx(100.0), "none": pytest.approx(10.0)}
+
+
 def test_the_plan_the_forecast_foresaw_is_kept_after_foreseeable_events_only():
     # a (1 epoch) and b run at 0, c waits; the forecast foresees the decision at 10, when a
     # ends: b keeps running and c starts
@@ -49,7 +72,7 @@ def test_the_plan_the_forecast_foresaw_is_kept_after_foreseeable_events_only():
     planner = _planner()
     first = planner.decide(snapshot(sc, now=1.0), {}, ["submit"], {}, set())
     assert set(first.plan) == {"a", "b"} and first.source == "policy"
-    predicted = planner.forecast(snapshot(sc, now=1.0), first.plan)
+    predicted = planner.forecast(snapshot(sc, now=1.0), first)
     assert predicted["a"].completion == pytest.approx(11.0)
     assert predicted["c"].start == pytest.approx(11.0)
     later = snapshot(sc, now=11.0, running={"b": ("n1", 1)}, remaining={"b": 9.0, "c": 10.0})

@@ -44,7 +44,11 @@ def without_pinned(snapshot: Snapshot, pins: dict[str, Assignment]) -> Snapshot:
 
 def decide(policy: Policy, snapshot: Snapshot) -> Plan:
     """`policy`'s decision on `snapshot`, with every running non-preemptible job kept where it
-    runs (the drivers' one way to ask a policy)."""
+    runs (the drivers' one way to ask a policy). A wrapper that asks this of the policy it
+    wraps and needs the whole snapshot (the service's limits count the GPUs pinned jobs hold)
+    says so with a class attribute `pins_itself = True`."""
+    if getattr(policy, "pins_itself", False):
+        return policy.decide(snapshot)
     pins = pinned(snapshot, policy)
     if not pins:
         return policy.decide(snapshot)

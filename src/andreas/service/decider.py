@@ -32,6 +32,7 @@ from ..policies.base import JobView, Snapshot
 from ..policies.decision import Decision
 from ..policies.options import options_for
 from ..sim.forecast import ForeseenDecision, JobForecast, forecast
+from .quotas import ServiceLimits, limited
 
 log = logging.getLogger("andreas.service")
 
@@ -68,11 +69,13 @@ class ForecastCut(Exception):
 class Decider(Protocol):
     """Decisions and forecasts for the scheduler (see the module's docstring)."""
 
-    def decide(self, snapshot: Snapshot) -> Mapping: ...
+    def decide(self, snapshot: Snapshot, limits: ServiceLimits | None = None) -> Mapping: ...
 
-    def forecast(self, snapshot: Snapshot, plan: Mapping, wake: float | None) -> Forecast: ...
+    def forecast(self, snapshot: Snapshot, plan: Mapping, wake: float | None,
+                 limits: ServiceLimits | None = None) -> Forecast: ...
 
-    def what_if(self, snapshot: Snapshot, job_id: str) -> JobForecast: ...
+    def what_if(self, snapshot: Snapshot, job_id: str,
+                limits: ServiceLimits | None = None) -> JobForecast: ...
 
     def warm_up(self, snapshot: Snapshot) -> None: ...
 
@@ -100,21 +103,26 @@ class Worker:
         return forecast(snapshot, plan, policy,
                         decisions=decisions, on_event=past_budget if budget else None)
 
-    def decide(self, snapshot: Snapshot) -> Mapping:
-        return pinning.decide(self.policy, snapshot) if snapshot.jobs else {}
+    def decide(self, snapshot: Snapshot, limits: ServiceLimits | None = None) -> Mapping:
+        """The policy's decision, keeping to the service's `limits` (quotas.WithinLimits)."""
+        if not snapshot.jobs:
+            return {}
+        return pinning.decide(limited(self.policy, limits), snapshot)
 
-    def forecast(self, snapshot: Snapshot, plan: Mapping, wake: float | None) -> Forecast:
+    def forecast(self, snapshot: Snapshot, plan: Mapping, wake: float | None,
+                 limits: ServiceLimits | None = None) -> Forecast:
         """The rest of the queue under `plan` (which holds jobs back until `wake`, if set),
-        and the later decisions the forecast made."""
+        and the later decisions the forecast made, each keeping to `limits` too."""
         foreseen: list[ForeseenDecision] = []
         timed = plan if wake is None else Decision(dict(plan), wake)
-        policy = forecast_policy(self.name, self.options, len(snapshot.jobs))
+        policy = limited(forecast_policy(self.name, self.options, len(snapshot.jobs)), limits)
         predicted = self._run_forecast(snapshot, timed, policy, foreseen)
         return predicted, foreseen[:FORESEEN_KEPT]
 
-    def what_if(self, snapshot: Snapshot, job_id: str) -> JobForecast:
+    def what_if(self, snapshot: Snapshot, job_id: str,
+                limits: ServiceLimits | None = None) -> JobForecast:
         """The forecast of `job_id` under the decision the next tick would make, made now."""
-        policy = forecast_policy(self.name, self.options, len(snapshot.jobs))
+        policy = limited(forecast_policy(self.name, self.options, len(snapshot.jobs)), limits)
         return self._run_forecast(snapshot, pinning.decide(policy, snapshot), policy)[job_id]
 
     def warm_up(self, snapshot: Snapshot) -> None:
@@ -199,14 +207,16 @@ class ProcessDecider:
             pool.shutdown(wait=False, cancel_futures=True)
             raise
 
-    def decide(self, snapshot: Snapshot) -> Mapping:
-        return self._run("decide", snapshot)
+    def decide(self, snapshot: Snapshot, limits: ServiceLimits | None = None) -> Mapping:
+        return self._run("decide", snapshot, limits)
 
-    def forecast(self, snapshot: Snapshot, plan: Mapping, wake: float | None) -> Forecast:
-        return self._run("forecast", snapshot, plan, wake)
+    def forecast(self, snapshot: Snapshot, plan: Mapping, wake: float | None,
+                 limits: ServiceLimits | None = None) -> Forecast:
+        return self._run("forecast", snapshot, plan, wake, limits)
 
-    def what_if(self, snapshot: Snapshot, job_id: str) -> JobForecast:
-        return self._run("what_if", snapshot, job_id)
+    def what_if(self, snapshot: Snapshot, job_id: str,
+                limits: ServiceLimits | None = None) -> JobForecast:
+        return self._run("what_if", snapshot, job_id, limits)
 
     def warm_up(self, snapshot: Snapshot) -> None:
         """Start the worker and warm it up, before the service answers its first request:

@@ -134,7 +134,7 @@ def accept(store: Store, scheduler: Scheduler, rows: list[JobRow], user: User,
         row.owner_id = user.id
         row.idempotency_key = idempotency_key
         if row.hard_deadline:
-            refuse_if_late(scheduler, row, f"job [{i}]: " if len(rows) > 1 else "")
+            refuse_if_late(scheduler, row, user.name, f"job [{i}]: " if len(rows) > 1 else "")
     for row in rows:
         archive = row.upload
         if archive is not None:  # its own copy of the uploaded folder, where it runs
@@ -187,10 +187,11 @@ def refuse_over_queue(store: Store, limit: int | None, adding: int, user: User) 
                            f"{adding}")
 
 
-def refuse_if_late(scheduler: Scheduler, row: JobRow, prefix: str) -> None:
-    """409 when the forecast, with the queue as it is, ends `row` after its due date."""
+def refuse_if_late(scheduler: Scheduler, row: JobRow, owner: str, prefix: str) -> None:
+    """409 when the forecast, with the queue as it is (and `owner`'s quota), ends `row` after
+    its due date."""
     try:
-        f = scheduler.what_if(row)
+        f = scheduler.what_if(row, owner)
     except Exception as exc:  # no forecast, no promise: refuse, and say why
         raise Refused(409, f"{prefix}hard_deadline: no forecast could be made "
                                  f"({type(exc).__name__}: {exc})") from None

@@ -2,11 +2,11 @@
 
 One decision of the live service is more than the policy's: the plan the last forecast made
 for this moment may be kept (`source: forecast`), quotas and drained nodes take starts out
-(and the policy decides again without the jobs refused), a change of learned speed switches
-plans only when the forecast says it pays (`source: kept` otherwise), and every job left
-waiting says why. `Planner` makes that decision from a `Snapshot` and what the last decision
-foresaw; the scheduler (scheduler.py) builds the snapshot from the database, carries the
-decision out and records it.
+(and the policy decides again without the jobs refused: quotas.WithinLimits, in the forecast's
+later decisions too), a change of learned speed switches plans only when the forecast says it
+pays (`source: kept` otherwise), and every job left waiting says why. `Planner` makes that
+decision from a `Snapshot` and what the last decision foresaw; the scheduler (scheduler.py)
+builds the snapshot from the database, carries the decision out and records it.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ..policies.base import Assignment, Snapshot, check_plan, revisit_at
 from ..policies.decision import Reason
 from ..sim.forecast import ForeseenDecision, JobForecast
 from .decider import Decider, ForecastCut
-from .quotas import Quotas, within_limits
+from .quotas import Quotas, ServiceLimits
 
 log = logging.getLogger("andreas.service")
 
@@ -38,6 +38,7 @@ class Proposal:
     revisit_at: float | None  # jobs held back on purpose must be looked at again then
     why: dict[str, Reason]  # per job the plan leaves out, when the policy or a limit says why
     decision_s: float  # seconds the decision took
+    limits: ServiceLimits  # what bounded its starts (its forecast keeps to them too)
     predicted: dict[str, JobForecast] | None = None  # its forecast, where deciding made one
 
 
@@ -77,41 +78,44 @@ class Planner:
         """The plan for `snapshot`, whose `running` jobs run where they say, replanned for
         `reasons`; `owners` (job id -> user) and `drained` nodes bound what may start."""
         tic = time.perf_counter()
+        limits = self.limits(owners, drained)
+        bound = limits if limits.bind else None
         plan = self.foreseen_plan(snapshot, reasons)
         source = "forecast" if plan is not None else "policy"
         if plan is None:
-            plan = self.decider.decide(snapshot)
+            plan = self.decider.decide(snapshot, bound)
         wake = revisit_at(plan)
         why = dict(getattr(plan, "reasons", {}))  # per waiting job (Decision.reasons)
-        limited, refused = self._within_limits(snapshot, dict(plan), owners, drained)
-        if refused and source == "policy":
-            # decide again without the jobs that may not start now: their GPUs go to others
-            rest = replace(snapshot, jobs=tuple(v for v in snapshot.jobs
-                                                if v.job_id not in refused))
-            again = self.decider.decide(rest)
-            wake, why = revisit_at(again), dict(getattr(again, "reasons", {}))
-            limited, more = self._within_limits(rest, dict(again), owners, drained)
-            refused.update(more)
+        # a foreseen plan was made within the limits of its time: these may have changed
+        chosen, refused = limits.apply(snapshot, plan)
         why.update(refused)
-        check_plan(snapshot, limited, self.policy_name)
+        check_plan(snapshot, chosen, self.policy_name)
         keep = dict(running)
         predicted = None
-        if source == "policy" and set(reasons) <= {"prediction-moved"} and limited != keep:
-            limited, source, predicted = self._worth_switching(snapshot, keep, limited, wake)
+        if source == "policy" and set(reasons) <= {"prediction-moved"} and chosen != keep:
+            chosen, source, predicted = self._worth_switching(snapshot, keep, chosen, wake,
+                                                              bound)
             wake = None if source == "kept" else wake
-        return Proposal(limited, source, wake, why, time.perf_counter() - tic, predicted)
+        return Proposal(chosen, source, wake, why, time.perf_counter() - tic, limits,
+                        predicted)
 
-    def forecast(self, snapshot: Snapshot, plan: Mapping, wake: float | None = None
-                 ) -> dict[str, JobForecast]:
-        """The rest of the queue under `plan` (which holds jobs back until `wake`, if set);
-        the later decisions it made are kept in `foreseen`. A forecast stopped at its time
-        budget gives none (the predictions shown stay the older ones)."""
-        predicted, self.foreseen = self._forecast(snapshot, plan, wake)
+    def limits(self, owners: Mapping[str, str], drained: set[str]) -> ServiceLimits:
+        """The limits of a decision: these owners and drained nodes, the configured quotas."""
+        return ServiceLimits(dict(owners), self.quotas, frozenset(drained))
+
+    def forecast(self, snapshot: Snapshot, proposal: Proposal) -> dict[str, JobForecast]:
+        """The rest of the queue under the proposal's plan (which holds jobs back until its
+        revisit time, if set), later decisions within its limits; those decisions are kept in
+        `foreseen`. A forecast stopped at its time budget gives none (the predictions shown
+        stay the older ones)."""
+        predicted, self.foreseen = self._forecast(
+            snapshot, proposal.plan, proposal.revisit_at,
+            proposal.limits if proposal.limits.bind else None)
         return predicted
 
-    def what_if(self, snapshot: Snapshot, job_id: str) -> JobForecast:
+    def what_if(self, snapshot: Snapshot, job_id: str, limits: ServiceLimits) -> JobForecast:
         """The forecast of `job_id`, one of the snapshot's jobs, under a decision made now."""
-        return self.decider.what_if(snapshot, job_id)
+        return self.decider.what_if(snapshot, job_id, limits if limits.bind else None)
 
     def foreseen_plan(self, snapshot: Snapshot, reasons: list[str]) -> Mapping | None:
         """Keep to the plan the last forecast made for this moment, when what happened is what
@@ -133,10 +137,11 @@ class Planner:
                 return decision.plan
         return None
 
-    def _forecast(self, snapshot: Snapshot, plan: Mapping, wake: float | None
+    def _forecast(self, snapshot: Snapshot, plan: Mapping, wake: float | None,
+                  limits: ServiceLimits | None
                   ) -> tuple[dict[str, JobForecast], list[ForeseenDecision]]:
         try:
-            predicted, foreseen = self.decider.forecast(snapshot, plan, wake)
+            predicted, foreseen = self.decider.forecast(snapshot, plan, wake, limits)
         except ForecastCut as cut:  # the plan stands; the predictions shown are older ones
             if self.forecast_cut is None:
                 log.warning("%s; the predictions shown are older ones", cut)
@@ -145,15 +150,8 @@ class Planner:
         self.forecast_cut = None
         return predicted, foreseen
 
-    def _within_limits(self, snapshot: Snapshot, plan: dict, owners: Mapping[str, str],
-                       drained: set[str]) -> tuple[dict, dict[str, Reason]]:
-        """`plan` less the starts that quotas and drained nodes forbid (quotas.py)."""
-        if not drained and not self.quotas.bound_gpus:
-            return plan, {}
-        return within_limits(snapshot, plan, owners, self.quotas, drained)
-
     def _worth_switching(self, snapshot: Snapshot, keep: dict, fresh: dict,
-                         wake: float | None = None
+                         wake: float | None, limits: ServiceLimits | None
                          ) -> tuple[dict, str, dict[str, JobForecast] | None]:
         """A learned speed moved: switch from the running plan to the fresh decision only if
         the forecast says it pays (by more than SWITCH_GAIN). Pausing and moving jobs on every
@@ -163,7 +161,7 @@ class Planner:
             check_plan(snapshot, keep, self.policy_name)
         except Exception:
             return fresh, "policy", None
-        options = {name: self._forecast(snapshot, plan, w) for name, plan, w in
+        options = {name: self._forecast(snapshot, plan, w, limits) for name, plan, w in
                    (("policy", fresh, wake), ("kept", keep, None))}
         total = {name: sum(f.total_cost for f in o[0].values()) for name, o in options.items()}
         chosen = "policy" if total["policy"] < (1.0 - SWITCH_GAIN) * total["kept"] else "kept"

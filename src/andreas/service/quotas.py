@@ -4,16 +4,20 @@
 with the reason `over_quota`. `max_queued`: jobs a user may have waiting (queued or paused);
 a submission past it is refused. A drained node finishes (or loses, when the plan moves them)
 the jobs it runs and starts nothing new (`node_drained`). These are the service's rules, about
-users and operators, so they are applied to the policy's decision here, not inside policies.
+users and operators, so they are applied to the policy's decision here, not inside policies:
+`WithinLimits` wraps a policy so that both the live decision and the forecast's later
+decisions keep to them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
-from ..policies.base import Assignment, Snapshot, stops_job
-from ..policies.decision import Reason
+from ..policies import pinning
+from ..policies.base import Assignment, Policy, Snapshot, revisit_at, stops_job
+from ..policies.decision import Decision, Reason
 
 
 @dataclass(frozen=True)
@@ -76,3 +80,56 @@ def within_limits(snapshot: Snapshot, plan: Mapping[str, Assignment], owners: Ma
             continue
         held[user] = held.get(user, 0) + gpus
     return out, why
+
+
+@dataclass(frozen=True)
+class ServiceLimits:
+    """What bounds the starts of one decision: who owns each job, the quotas, the drained
+    nodes (picklable: the decision worker applies them)."""
+
+    owners: Mapping[str, str]
+    quotas: Quotas
+    drained: frozenset[str] = frozenset()
+
+    @property
+    def bind(self) -> bool:
+        """Whether they can refuse a start at all."""
+        return bool(self.drained) or self.quotas.bound_gpus
+
+    def apply(self, snapshot: Snapshot, plan: Mapping[str, Assignment]
+              ) -> tuple[dict[str, Assignment], dict[str, Reason]]:
+        """`within_limits` with these limits."""
+        if not self.bind:
+            return dict(plan), {}
+        return within_limits(snapshot, plan, self.owners, self.quotas, set(self.drained))
+
+
+@dataclass
+class WithinLimits:
+    """`policy`, keeping to the service's limits: its plan less the starts they refuse, and
+    then its plan again without the refused jobs, so that their GPUs go to others. Each
+    refused job says why. The live decision and the forecast's later ones both use it."""
+
+    policy: Policy
+    limits: ServiceLimits
+    pins_itself: ClassVar[bool] = True  # the limits count the GPUs of pinned jobs too
+    name: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.name = self.policy.name
+
+    def decide(self, snapshot: Snapshot) -> Decision:
+        first = Decision.of(pinning.decide(self.policy, snapshot))
+        plan, refused = self.limits.apply(snapshot, first)
+        if not refused:
+            return first
+        rest = replace(snapshot, jobs=tuple(v for v in snapshot.jobs if v.job_id not in refused))
+        again = Decision.of(pinning.decide(self.policy, rest) if rest.jobs else {})
+        plan, more = self.limits.apply(rest, again)
+        refused.update(more)
+        return Decision(plan, revisit_at(again), {**again.reasons, **refused})
+
+
+def limited(policy: Policy, limits: ServiceLimits | None) -> Policy:
+    """`policy` within `limits`, or as it is where they refuse nothing."""
+    return policy if limits is None or not limits.bind else WithinLimits(policy, limits)

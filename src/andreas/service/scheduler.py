@@ -435,16 +435,17 @@ class Scheduler:
             self._start(job_id, assignment)
         predicted = proposal.predicted
         if predicted is None:
-            predicted = self.planner.forecast(snapshot, plan, proposal.revisit_at)
+            predicted = self.planner.forecast(snapshot, proposal)
         previous = self.plan.waiting
         self._record_plan(snapshot, plan, predicted, reasons, proposal.decision_s)
         self.plan.source, self.plan.revisit_at = proposal.source, proposal.revisit_at
         self.plan.waiting = waiting_reasons(snapshot, plan, proposal.why,
                                             previous if proposal.source == "kept" else {})
 
-    def what_if(self, job: JobRow) -> JobForecast:
+    def what_if(self, job: JobRow, owner: str) -> JobForecast:
         """The forecast of a job not yet submitted, planned with the current queue (for
-        `hard_deadline`): the decision and forecast the next tick would make, made now."""
+        `hard_deadline`): the decision and forecast the next tick would make, made now,
+        within `owner`'s quota."""
         snapshot, _ = self.snapshot()
         key = f"job:{job.id}"
         view = JobView(Job(job.id, job.submitted_at, job.due_date, job.weight, float(job.epochs),
@@ -453,7 +454,8 @@ class Scheduler:
         snapshot = replace(snapshot, profiles=Profiles(
             {**snapshot.profiles.table, key: self.job_configs(job)}),
             jobs=(*snapshot.jobs, view))
-        return self.planner.what_if(snapshot, job.id)
+        owners = {**self.owners, job.id: owner}
+        return self.planner.what_if(snapshot, job.id, self.planner.limits(owners, self.drained))
 
     def _free_indices(self, node: NodeInfo) -> list[int]:
         with self.store.session() as s:

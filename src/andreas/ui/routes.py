@@ -296,7 +296,7 @@ async def submit(request: Request):
             row.id, row.owner_id = "preview", user.id
             # in a thread: the forecast may wait behind the scheduler's own in the decision
             # worker, and the event loop must go on serving everyone else meanwhile
-            f = await run_in_threadpool(app.scheduler.what_if, row)
+            f = await run_in_threadpool(app.scheduler.what_if, row, user.name)
             forecast = {"start": iso(f.start or row.submitted_at), "end": iso(f.completion),
                         "cost": f.total_cost, "due": iso(row.due_date),
                         "on_time": f.completion <= row.due_date + 1e-6}

@@ -310,3 +310,32 @@ def test_busy_profile_and_earliest_start_match_their_definitions(raw, t0, length
                      if all(busy(x + 0.5) + gpus <= cap for x in range(int(e), int(e) + length))),
                     None)
     assert _earliest_start(runs, cap, gpus, float(length), 0.0) == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 30)), max_size=70),
+                min_size=1, max_size=8))
+def test_the_arrival_log_skips_old_jobs_without_changing_what_it_keeps(decisions):
+    # ArrivalLog.observe only counts the jobs older than every one of `window` it keeps; its
+    # state must be what adding every unseen job, then trimming, gives (the plain rule)
+    from andreas.model import Profiles
+    from andreas.policies.base import JobView, Snapshot
+
+    def plain(log, snap):
+        for view in snap.jobs:
+            if view.job_id not in log.seen:
+                log.seen[view.job_id] = (view.job.submit_time, view.job.epochs * 10.0)
+                log.jobs[view.job_id] = view.job
+        if len(log.seen) > 2 * log.window:
+            log.seen = dict(sorted(log.seen.items(), key=lambda kv: kv[1][0])[-log.window:])
+            log.jobs = {k: log.jobs[k] for k in log.seen}
+
+    fast, reference = ArrivalLog(window=5), ArrivalLog(window=5)
+    for k, jobs in enumerate(decisions):
+        views = tuple(JobView(job(f"j{i}", submit=float(t), epochs=1.0), 1.0)
+                      for i, t in dict(jobs).items())
+        snap = Snapshot(100.0 * k, CLUSTER, Profiles(PROFILES), views)
+        fast.observe(snap)
+        plain(reference, snap)
+        assert fast.seen == reference.seen and list(fast.seen) == list(reference.seen)
+        assert fast.jobs == reference.jobs

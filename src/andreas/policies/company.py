@@ -58,19 +58,29 @@ class ArrivalLog:
     profiles: dict[str, Mapping[Config, float]] = field(default_factory=dict)
 
     def observe(self, snapshot: Snapshot) -> None:
-        for view in snapshot.jobs:
-            if view.job_id not in self.seen:
-                configs = snapshot.profiles.configs(view.job.profile)
-                work = view.job.epochs * min(g * spe for (_, g), spe in configs.items())
-                self.seen[view.job_id] = (view.job.submit_time, work)
-                self.jobs[view.job_id] = view.job
-                self.profiles[view.job.profile] = dict(configs)  # picklable
-        if len(self.seen) > 2 * self.window:
+        unseen = [view for view in snapshot.jobs if view.job_id not in self.seen]
+        trims = len(self.seen) + len(unseen) > 2 * self.window
+        # A job submitted before every one of `window` jobs seen cannot be among the newest
+        # kept when this call trims: it is not looked at (a long queue's older jobs, at every
+        # decision)
+        floor = min(s for s, _ in self.seen.values()) \
+            if trims and len(self.seen) >= self.window else -math.inf
+        for view in unseen:
+            if view.job.submit_time >= floor:
+                self._add(snapshot, view)
+        if trims:  # to the newest `window`
             newest = sorted(self.seen.items(), key=lambda kv: kv[1][0])[-self.window:]
             self.seen = dict(newest)
             self.jobs = {k: self.jobs[k] for k in self.seen}
             kept = {j.profile for j in self.jobs.values()}
             self.profiles = {p: c for p, c in self.profiles.items() if p in kept}
+
+    def _add(self, snapshot: Snapshot, view: JobView) -> None:
+        configs = snapshot.profiles.configs(view.job.profile)
+        work = view.job.epochs * min(g * spe for (_, g), spe in configs.items())
+        self.seen[view.job_id] = (view.job.submit_time, work)
+        self.jobs[view.job_id] = view.job
+        self.profiles[view.job.profile] = dict(configs)  # picklable
 
     def rate(self) -> float:
         """Arrivals per second among the newest jobs seen; 0 while fewer than two."""

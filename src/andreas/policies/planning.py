@@ -124,9 +124,12 @@ class CandidateTable:
                    np.where(zero, 0, take(cg, order, axis=1)), ctime, cen,
                    take(ok, order, axis=1), nc)
 
-    def candidate(self, j: int, c: int) -> Candidate:
-        return Candidate(int(self.ct[j, c]), int(self.cg[j, c]), float(self.ctime[j, c]),
-                         float(self.cen[j, c]), bool(self.meets[j, c]))
+    def row(self, j: int) -> list[Candidate]:
+        """Job j's candidates, as Candidate objects."""
+        n = int(self.nc[j])
+        return list(map(Candidate, self.ct[j, :n].tolist(), self.cg[j, :n].tolist(),
+                        self.ctime[j, :n].tolist(), self.cen[j, :n].tolist(),
+                        self.meets[j, :n].tolist()))
 
 
 class _LazyRows(Sequence):
@@ -142,7 +145,7 @@ class _LazyRows(Sequence):
     def __getitem__(self, j):
         row = self.rows[j]
         if row is None:
-            row = self.rows[j] = [self.table.candidate(j, c) for c in range(self.table.nc[j])]
+            row = self.rows[j] = self.table.row(j)
         return row
 
 

@@ -32,14 +32,13 @@ Score = Callable[[PlanningContext, Placed], float]
 def _placed_arrays(placed: Placed) -> tuple[np.ndarray, ...]:
     """Node (-1: waiting), GPU type, GPU count and run time of each job's placed candidate."""
     n = len(placed)
-    pn = np.full(n, -1, np.int64)
-    pt = np.zeros(n, np.int64)
-    pg = np.zeros(n, np.int64)
-    ptime = np.zeros(n)
-    for j, e in enumerate(placed):
-        if e is not None:
-            pn[j], pt[j], pg[j], ptime[j] = e[0], e[1].gpu_type, e[1].gpus, e[1].time_s
-    return pn, pt, pg, ptime
+    nodes, types, gpus, times = [-1] * n, [0] * n, [0] * n, [0.0] * n
+    for j, e in enumerate(placed):  # Python lists, then one array each: numpy's per-item
+        if e is not None:           # writes took most of a resize step's time
+            c = e[1]
+            nodes[j], types[j], gpus[j], times[j] = e[0], c.gpu_type, c.gpus, c.time_s
+    return (np.array(nodes, np.int64), np.array(types, np.int64), np.array(gpus, np.int64),
+            np.array(times, float))
 
 
 def proxy(ctx: PlanningContext, placed: Placed) -> float:

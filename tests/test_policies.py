@@ -146,3 +146,20 @@ def test_baselines_leave_waiting_a_job_no_node_can_host():
     for name in ("fifo", "edf", "ps", "wspt", "atc"):
         plan = make_policy(name).decide(snapshot(sc, running={"a": ("n1", 1)}))
         assert {k: (v.node, v.gpus) for k, v in plan.items()} == {"a": ("n1", 1)}, name
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(-1, 5), max_size=40))
+def test_jobs_by_node_lists_each_nodes_jobs_in_index_order(nodes):
+    # the kernel's scores visit each node's jobs through this one pass (they scanned every
+    # job for every node): it must give each node's jobs, in increasing index, no others
+    import numpy as np
+
+    from andreas.policies.kernel import _jobs_by_node
+
+    pn = np.array(nodes, np.int64)
+    start, members = _jobs_by_node(pn, 6)
+    for n in range(6):
+        assert members[start[n]:start[n + 1]].tolist() == [j for j, m in enumerate(nodes)
+                                                           if m == n]
+    assert len(members) == sum(1 for m in nodes if m >= 0)

@@ -221,6 +221,28 @@ def proxy_score(pn, pg, ptime, wait_penalty, due, weight, node_type, power, now,
 
 
 @njit(cache=True)
+def _jobs_by_node(pn, N):
+    """The placed jobs of each node, in increasing job index: node n's are
+    members[start[n]:start[n + 1]] (one pass, where scanning every job for every node was
+    O(nodes x jobs) per score)."""
+    J = pn.shape[0]
+    start = np.zeros(N + 1, np.int64)
+    for j in range(J):
+        if pn[j] >= 0:
+            start[pn[j] + 1] += 1
+    for n in range(N):
+        start[n + 1] += start[n]
+    fill = start[:N].copy()
+    members = np.empty(start[N], np.int64)
+    for j in range(J):
+        n = pn[j]
+        if n >= 0:
+            members[fill[n]] = j
+            fill[n] += 1
+    return start, members
+
+
+@njit(cache=True)
 def lookahead_score(pn, pt, pg, ptime, P_ct, P_cg, P_ctime, P_cen, nc, due, weight,
                     pressure_rank, node_type, power, type_capacity, now, eur):
     """The look-ahead (scoring.py): exact node energy and tardiness of the scheduled jobs, and a
@@ -260,16 +282,17 @@ def lookahead_score(pn, pt, pg, ptime, P_ct, P_cg, P_ctime, P_cen, nc, due, weig
     order = np.argsort(first_j, kind="mergesort")
     items_t = np.empty(J)
     items_g = np.empty(J, np.int64)
+    start, members = _jobs_by_node(pn, N)
     for oi in range(N):
         node = order[oi]
         if first_j[node] == J:
             break
         m = 0
-        for j in range(J):
-            if pn[j] == node:
-                items_t[m] = ptime[j]
-                items_g[m] = pg[j]
-                m += 1
+        for q in range(start[node], start[node + 1]):
+            j = members[q]
+            items_t[m] = ptime[j]
+            items_g[m] = pg[j]
+            m += 1
         # sort (time, gpus) ascending
         for a in range(1, m):
             xt = items_t[a]
@@ -479,15 +502,15 @@ def post_process(pn, pc, pm, free, ct, cg, ctime, cmov, mtime, cen, nc, home, us
     opt_drop = np.empty(size)
     opt_j = np.empty(size, np.int64)
     opt_c = np.empty(size, np.int64)
+    start, members = _jobs_by_node(pn, N)  # pn does not change here
     for oi in range(N):
         n = node_order[oi]
         if first_j[n] == J:
             break
         while free[n] > 0:
             m = 0
-            for j in range(J):
-                if pn[j] != n:
-                    continue
+            for q in range(start[n], start[n + 1]):
+                j = members[q]
                 cur_c = pc[j]
                 cur_t = mtime[j, cur_c] if pm[j] else ctime[j, cur_c]
                 cur_g = cg[j, cur_c]

@@ -339,3 +339,22 @@ def test_the_arrival_log_skips_old_jobs_without_changing_what_it_keeps(decisions
         plain(reference, snap)
         assert fast.seen == reference.seen and list(fast.seen) == list(reference.seen)
         assert fast.jobs == reference.jobs
+
+
+def test_a_first_start_overhead_does_not_pause_a_just_started_job_for_an_identical_one():
+    # Seen in the live service under load: a and b just started (no progress yet), c, the
+    # same job submitted 0.2 s after a, waits. Were c's first start (300 s here) charged in
+    # the plan's tables, c would look more urgent than a, and the plan would pause a for it:
+    # a wasted restart. Only the holds and the forecast count a first start's overhead.
+    from dataclasses import replace
+
+    slow_start = cluster([("n0", "A", 2)], {"A": [300, 400]}, overhead=300.0)
+    jobs = [job("a", submit=0.0, due=50000.0, epochs=100.0),
+            job("b", submit=0.1, due=50000.1, epochs=100.0),
+            job("c", submit=0.2, due=50000.2, epochs=100.0)]
+    snap = replace(snapshot(scenario(slow_start, PROFILES, jobs), now=1.0,
+                            running={"a": ("n0", 1), "b": ("n0", 1)}),
+                   first_start_overhead=True)
+    for name in ("greedy", "andreas", "andreas-paper"):
+        plan = make_policy(name, seed=1).decide(snap)
+        assert dict(plan) == {"a": Assignment("n0", 1), "b": Assignment("n0", 1)}, name

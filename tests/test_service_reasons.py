@@ -44,7 +44,8 @@ def test_a_job_without_room_says_no_capacity(tmp_path):
         jobs = wait_for(planned, what="a decision that saw all three jobs")
         queued = [j for j in jobs if j["state"] in ("queued", "paused")]
         assert len(queued) == 1, [(j["state"], j["reason"]) for j in jobs]
-        assert queued[0]["reason"].startswith("no capacity"), queued[0]
+        assert queued[0]["reason"].startswith("no capacity"), (queued[0]["state"],
+                                                              queued[0]["reason"])
         assert all(j["reason"] is None for j in jobs if j["state"] == "running")
         plan = client.get("/plan", headers=ADMIN).json()
         assert plan["waiting"][queued[0]["id"]]["reason"] == "no_capacity"

@@ -66,7 +66,9 @@ class Snapshot:
 
     def pays_overhead(self, view: JobView) -> bool:
         """Whether `view` pays the restart overhead when it starts on a new assignment: it ran
-        before, or first starts pay it too. The one rule every hold, plan and forecast uses."""
+        before, or first starts pay it too. The one rule the holds, the consolidation timeline
+        and the forecast use; the plan's candidate table charges only jobs that have run
+        (PlanningContext says why)."""
         return view.started or self.first_start_overhead
 
     def start_run_s(self, view: JobView, gpu_type: str, target: Assignment) -> float:

@@ -185,7 +185,13 @@ class PlanningContext:
             self.current.append(None if v.assignment is None else
                                 (node_index[v.assignment.node], v.assignment.gpus))
         self.overhead = max(cluster.restart_overhead_s, plan_restart_s)
-        self.pays_overhead = [snapshot.pays_overhead(v) for v in self.views]  # on a new start
+        # Restart overhead on a new start: only for jobs that have run. The table orders and
+        # scores jobs against each other; charging a waiting job's first start here (as the
+        # holds and the forecast do, Snapshot.first_start_overhead) made it look more urgent
+        # than an identical job just started, which the plan then paused for it: a wasted
+        # restart (the live service, under load). A first start's overhead is the same for
+        # each of the job's candidates, so it does not change which one a job gets.
+        self.pays_overhead = [v.started for v in self.views]
         self.cluster = cluster
         hostable: dict[str, list[tuple[str, int, int, float]]] = {}  # per profile
         for v in self.views:

@@ -129,6 +129,14 @@ def main() -> int:
             for job in listed:
                 if job["state"] in ("queued", "running", "paused"):
                     service.post(f"/jobs/{job['id']}/cancel")
+            # a stopped service keeps its running jobs (to adopt them when it restarts): wait
+            # until the cancellations have stopped every run, or `sleep 3600`s outlive us
+            deadline = time.monotonic() + 120.0
+            while any(j["state"] in ("queued", "running", "paused")
+                      for j in service.get("/jobs").json()):
+                if time.monotonic() > deadline:
+                    sys.exit("jobs still running 120 s after they were cancelled")
+                time.sleep(0.5)
     ms = [x * 1000 for x in latencies]
     batches = f"{max(batch_s):.1f}" if batch_s else "-"
     row = (f"| {dt.date.today()} | {args.queued} | {batches} | {args.jobs} | {args.in_flight} "

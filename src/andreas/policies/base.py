@@ -68,7 +68,7 @@ class Snapshot:
         """Whether `view` pays the restart overhead when it starts on a new assignment: it ran
         before, or first starts pay it too. The one rule the holds, the consolidation timeline
         and the forecast use; the plan's candidate table charges only jobs that have run
-        (PlanningContext says why)."""
+        (CandidateTable.build says why)."""
         return view.started or self.first_start_overhead
 
     def start_run_s(self, view: JobView, gpu_type: str, target: Assignment) -> float:

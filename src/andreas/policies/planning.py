@@ -88,7 +88,13 @@ class CandidateTable:
         index = {name: i for i, name in enumerate(profiles)}
         pidx = np.array([index[v.job.profile] for v in views], np.int64)
         rem = np.array([v.remaining_epochs for v in views], float)
-        started = np.array(ctx.pays_overhead, np.bool_)
+        # Restart overhead on a new start: only for jobs that have run. The table orders and
+        # scores jobs against each other; charging a waiting job's first start here (as the
+        # holds and the forecast do, Snapshot.first_start_overhead) made it look more urgent
+        # than an identical job just started, which the plan then paused for it: a wasted
+        # restart (the live service, under load). A first start's overhead is the same for
+        # each of the job's candidates, so it does not change which one a job gets.
+        started = np.array([v.started for v in views], np.bool_)
         restart_left = np.array([v.restart_remaining_s for v in views], float)
         due = np.array(ctx.due, float)
         node_type = np.array(ctx.node_type, np.int64)
@@ -97,7 +103,7 @@ class CandidateTable:
         cur_gpus = np.array([0 if cur is None else cur[1] for cur in ctx.current], np.int64)
         ct, cg, nc = p_type[pidx], p_gpus[pidx], p_n[pidx]
         real = np.arange(C)[None, :] < nc[:, None]
-        # run time: epochs × s/epoch, + the restart overhead of a job that pays one, or what is left
+        # run time: epochs × s/epoch, + the restart overhead of a started job, or what is left
         # of it on its current configuration (the per-candidate loop's arithmetic, elementwise)
         run = rem[:, None] * p_spe[pidx]
         times = np.where(started[:, None], run + ctx.overhead, run)
@@ -185,13 +191,6 @@ class PlanningContext:
             self.current.append(None if v.assignment is None else
                                 (node_index[v.assignment.node], v.assignment.gpus))
         self.overhead = max(cluster.restart_overhead_s, plan_restart_s)
-        # Restart overhead on a new start: only for jobs that have run. The table orders and
-        # scores jobs against each other; charging a waiting job's first start here (as the
-        # holds and the forecast do, Snapshot.first_start_overhead) made it look more urgent
-        # than an identical job just started, which the plan then paused for it: a wasted
-        # restart (the live service, under load). A first start's overhead is the same for
-        # each of the job's candidates, so it does not change which one a job gets.
-        self.pays_overhead = [v.started for v in self.views]
         self.cluster = cluster
         hostable: dict[str, list[tuple[str, int, int, float]]] = {}  # per profile
         for v in self.views:

@@ -86,9 +86,10 @@ class Planner:
             plan = self.decider.decide(snapshot, bound)
         wake = revisit_at(plan)
         why = dict(getattr(plan, "reasons", {}))  # per waiting job (Decision.reasons)
-        # a foreseen plan was made within the limits of its time: these may have changed
-        chosen, refused = limits.apply(snapshot, plan)
-        why.update(refused)
+        chosen = dict(plan)
+        if source == "forecast":  # made within the limits of its time: these may have changed
+            chosen, refused = limits.apply(snapshot, plan)
+            why.update(refused)
         check_plan(snapshot, chosen, self.policy_name)
         keep = dict(running)
         predicted = None

@@ -163,3 +163,36 @@ def test_jobs_by_node_lists_each_nodes_jobs_in_index_order(nodes):
         assert members[start[n]:start[n + 1]].tolist() == [j for j, m in enumerate(nodes)
                                                            if m == n]
     assert len(members) == sum(1 for m in nodes if m >= 0)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 1), st.integers(1, 8)), min_size=1, max_size=9),
+       st.lists(st.tuples(st.integers(0, 8), st.integers(1, 4)), max_size=20),
+       st.integers(-1, 8), st.floats(0, 0.999), st.booleans())
+def test_node_orders_stay_best_fit_order_as_a_pass_takes_gpus(nodes, takes, home, u,
+                                                            use_rand):
+    # a pass keeps each GPU type's node order up to date as it places jobs (it re-sorted every
+    # type for every job): after any placements, pick_node must choose what the plain rule
+    # does, the k-th fitting node in the order (free, n != home, n)
+    import numpy as np
+
+    from andreas.policies.kernel import _pick_index, node_orders, pick_node, take_gpus
+
+    node_type = np.array([t for t, _ in nodes], np.int64)
+    free = np.array([cap for _, cap in nodes], np.int64)
+    type_nodes = np.argsort(node_type, kind="stable").astype(np.int64)
+    type_start = np.searchsorted(node_type[type_nodes], np.arange(3)).astype(np.int64)
+    order, start, pos = node_orders(free, node_type, type_nodes, type_start, 10)
+    home = home if home < len(nodes) else -1
+    for n, g in takes + [(0, 1)]:
+        for typ in (0, 1):
+            for want in range(1, 9):
+                fits = sorted((n2 for n2 in range(len(nodes))
+                               if node_type[n2] == typ and free[n2] >= want),
+                              key=lambda n2: (free[n2], n2 != home, n2))
+                k = _pick_index(u, 1.0, len(fits)) if use_rand and len(fits) > 1 else 0
+                expected = fits[k] if fits else -1
+                assert pick_node(typ, want, home, 0, False, u, use_rand, 1.0, free, node_type,
+                                 order, start, pos) == expected
+        if n < len(nodes) and free[n] >= g:
+            take_gpus(n, g, free, node_type, order, start, pos)

@@ -85,74 +85,79 @@ def _pick_index(u, share, n):
 
 
 @njit(cache=True)
-def _pick_node(P_ct, P_cg, home, home_g, node_type, overhead_pos, j, c, free, use_rand, u,
-               beta, type_nodes, type_start):
-    g = P_cg[j, c]
-    typ = P_ct[j, c]
-    h = home[j]
-    if overhead_pos and h >= 0 and home_g[j] == g and node_type[h] == typ and free[h] >= g:
-        return h
-    lo = type_start[typ]
-    hi = type_start[typ + 1]
-    m = 0
-    most = 0
-    for i in range(lo, hi):
-        n = type_nodes[i]
-        if free[n] >= g:
-            m += 1
-            if free[n] > most:
-                most = free[n]
-    if m == 0:
-        return -1
-    k = 0
-    if use_rand and m > 1:
-        k = _pick_index(u, beta, m)
-    # the k-th fitting node in the order (free, n != home, n): nodes bucketed by their free
-    # GPUs (few values), the current node first in its bucket; stops at position k
-    pos = 0
-    for f in range(g, most + 1):
-        if h >= 0 and node_type[h] == typ and free[h] == f:
-            if pos == k:
-                return h
-            pos += 1
-        for i in range(lo, hi):
+def node_orders(free, node_type, type_nodes, type_start, width):
+    """Each GPU type's nodes in the order (free GPUs, index), ascending, kept up to date by
+    `take_gpus` as a pass places jobs: order[t, start[t, g]:start[t, width - 1]] are the nodes
+    of type t where g GPUs fit, best fit first; pos[n] is node n's place in its type's row.
+    Built once per pass (counting sort: free GPU counts take few values, below `width`)."""
+    T = type_start.shape[0] - 1
+    N = free.shape[0]
+    order = np.empty((T, max(N, 1)), np.int64)
+    start = np.zeros((T, width), np.int64)
+    pos = np.empty(N, np.int64)
+    fill = np.empty(width, np.int64)
+    for t in range(T):
+        fill[:] = 0
+        for i in range(type_start[t], type_start[t + 1]):
+            fill[free[type_nodes[i]]] += 1
+        total = 0
+        for f in range(width):  # each free count's first place
+            c = fill[f]
+            fill[f] = total
+            start[t, f] = total
+            total += c
+        for i in range(type_start[t], type_start[t + 1]):
             n = type_nodes[i]
-            if n != h and free[n] == f:
-                if pos == k:
-                    return n
-                pos += 1
-    return -1
+            pos[n] = fill[free[n]]
+            order[t, pos[n]] = n
+            fill[free[n]] += 1
+    return order, start, pos
 
 
 @njit(cache=True)
-def _order_type(typ, h, free, node_type, type_nodes, type_start, out_nodes, out_from, counts):
-    """Nodes of type `typ` with a free GPU in _pick_node's order (free, n != home, n), into
-    out_nodes; the nodes where g GPUs fit are its suffix from out_from[g]. Counting sort: free
-    GPU counts take few values."""
-    lo = type_start[typ]
-    hi = type_start[typ + 1]
-    counts[:] = 0
-    for i in range(lo, hi):
-        f = free[type_nodes[i]]
-        if f > 0:
-            counts[f] += 1
-    total = 0
-    for f in range(counts.shape[0]):  # counts become each free value's first position
-        c = counts[f]
-        counts[f] = total
-        out_from[f] = total
-        total += c
-    if h >= 0 and node_type[h] == typ and free[h] > 0:  # the current node first on a tie
-        f = free[h]
-        out_nodes[counts[f]] = h
-        counts[f] += 1
-    for i in range(lo, hi):
-        n = type_nodes[i]
-        f = free[n]
-        if f > 0 and n != h:
-            out_nodes[counts[f]] = n
-            counts[f] += 1
-    return total
+def take_gpus(node, g, free, node_type, order, start, pos):
+    """Takes `g` GPUs of `node` from `free` and keeps node_orders' order: the node moves
+    down to the place of (its new free count, its index), the nodes between shift up by one
+    and the free counts in between start one place later."""
+    t = node_type[node]
+    was = free[node]
+    now = was - g
+    free[node] = now
+    row = order[t]
+    q = start[t, now]  # before the first node of the new count with a larger index
+    while q < start[t, now + 1] and row[q] < node:
+        q += 1
+    for i in range(pos[node], q, -1):
+        row[i] = row[i - 1]
+        pos[row[i]] = i
+    row[q] = node
+    pos[node] = q
+    for f in range(now + 1, was + 1):
+        start[t, f] += 1
+
+
+@njit(cache=True)
+def pick_node(typ, g, h, h_g, overhead_pos, u, use_rand, beta, free, node_type, order, start,
+              pos):
+    """The node where a job (current node h or -1, with h_g GPUs there) places a candidate of
+    `g` GPUs of type `typ`, or -1: its own node when staying pays no restart overhead, else
+    the k-th fitting node in the order (free, n != h, n) (best fit, the current node first on a
+    tie), k = 0 or drawn by `u` among the max(1, round(beta x fitting)) first."""
+    if overhead_pos and h >= 0 and h_g == g and node_type[h] == typ and free[h] >= g:
+        return h
+    first = start[typ, g]
+    m = start[typ, start.shape[1] - 1] - first
+    if m == 0:
+        return -1
+    p = first + (_pick_index(u, beta, m) if use_rand and m > 1 else 0)
+    row = order[typ]
+    if h >= 0 and node_type[h] == typ and free[h] >= g:  # h moves to its count's first place
+        h_first = start[typ, free[h]]
+        if p == h_first:
+            return h
+        if h_first < p <= pos[h]:
+            return row[p - 1]
+    return row[p]
 
 
 @njit(cache=True)
@@ -402,12 +407,8 @@ def greedy_pass(order, use_rand, u_config, u_node, free, pn, pc, pm, ct, cg, cti
     jobs of `order` still to place that could join the node (the waiting ones and its own)
     did."""
     N = node_type.shape[0]
-    T = type_start.shape[0] - 1
-    order_nodes = np.empty((T, max(N, 1)), np.int64)  # per type, for the added-energy choice
-    counts = np.zeros(node_cap.max() + 2 if N > 0 else 1, np.int64)
-    order_from = np.empty((T, counts.shape[0]), np.int64)  # where free >= g starts
-    order_len = np.zeros(T, np.int64)
-    built = np.full(T, -1, np.int64)
+    width = (node_cap.max() if N > 0 else 0) + 2
+    nodes, start, pos = node_orders(free, node_type, type_nodes, type_start, width)
     waiting_left = 0  # the jobs still to place: waiting, and running on each node
     here_left = np.zeros(N, np.int64)
     if filled:
@@ -419,66 +420,46 @@ def greedy_pass(order, use_rand, u_config, u_node, free, pn, pc, pm, ct, cg, cti
     for oi in range(order.shape[0]):
         j = order[oi]
         n_c = nc[j]
+        h = home[j]
         if filled:
-            if home[j] >= 0:
-                here_left[home[j]] -= 1
+            if h >= 0:
+                here_left[h] -= 1
             else:
                 waiting_left -= 1
         first = _pick_index(u_config[j], alpha, n_c) if use_rand else 0
         u = u_node[j] if use_rand else 0.0
         best_c = -1
+        best_node = -1
         if marginal:  # the on-time candidate adding least energy to its node
-            best_node = -1
             best_added = 0.0
             for tt in range(n_c):
                 c = _tried(tt, first)
                 if not meets[j, c]:
                     continue
-                # _pick_node's choice, from each type's node order built once per job
-                typ = ct[j, c]
-                g = cg[j, c]
-                h = home[j]
-                if (overhead_pos and h >= 0 and home_g[j] == g and node_type[h] == typ
-                        and free[h] >= g):
-                    node = h
-                else:
-                    if built[typ] != oi:
-                        built[typ] = oi
-                        order_len[typ] = _order_type(typ, h, free, node_type, type_nodes,
-                                                     type_start, order_nodes[typ],
-                                                     order_from[typ], counts)
-                    start = order_from[typ, g]
-                    m = order_len[typ] - start
-                    if m == 0:
-                        continue
-                    k = 0
-                    if use_rand and m > 1:
-                        k = _pick_index(u, beta, m)
-                    node = order_nodes[typ, start + k]
+                node = pick_node(ct[j, c], cg[j, c], h, home_g[j], overhead_pos, u, use_rand,
+                                 beta, free, node_type, nodes, start, pos)
+                if node < 0:
+                    continue
                 joining = waiting_left + here_left[node] if filled else 0
-                added = added_energy(power, typ, node_cap[node], free[node], g,
+                added = added_energy(power, ct[j, c], node_cap[node], free[node], cg[j, c],
                                      _time_of(ctime, cmov, mtime, home, j, c, node), joining)
                 if best_c < 0 or added < best_added:
                     best_c = c
                     best_node = node
                     best_added = added
-            if best_c >= 0:
-                free[best_node] -= cg[j, best_c]
-                pn[j] = best_node
-                pc[j] = best_c
-                pm[j] = cmov[j, best_c] and best_node != home[j]
-        for tt in range(n_c):
+        for tt in range(n_c):  # else the first candidate tried that fits
             if best_c >= 0:
                 break
             c = _tried(tt, first)
-            node = _pick_node(ct, cg, home, home_g, node_type, overhead_pos, j, c, free,
-                              use_rand, u, beta, type_nodes, type_start)
-            if node >= 0:
-                free[node] -= cg[j, c]
-                pn[j] = node
-                pc[j] = c
-                pm[j] = cmov[j, c] and node != home[j]
-                break
+            best_node = pick_node(ct[j, c], cg[j, c], h, home_g[j], overhead_pos, u, use_rand,
+                                  beta, free, node_type, nodes, start, pos)
+            if best_node >= 0:
+                best_c = c
+        if best_c >= 0:
+            take_gpus(best_node, cg[j, best_c], free, node_type, nodes, start, pos)
+            pn[j] = best_node
+            pc[j] = best_c
+            pm[j] = cmov[j, best_c] and best_node != h
 
 
 @njit(cache=True)

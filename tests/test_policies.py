@@ -99,6 +99,11 @@ def test_randomized_greedy_never_worse_than_greedy_on_its_score(snap, seed, scor
     greedy_best = make_policy("greedy", score=score).elite(ctx)[0]
     andreas_elite = make_policy("andreas", seed=seed, max_iterations=50, score=score).elite(ctx)
     assert andreas_elite[0].score <= greedy_best.score + 1e-12
+    # the decision's own deterministic pass (iteration 0 of its passes, which the slack guard
+    # compares against) is the greedy pass run alone
+    first = make_policy("andreas", seed=seed, max_iterations=50, score=score).search(ctx).first
+    alone, alone_score = make_policy("greedy", score=score).deterministic_pass(ctx)
+    assert (list(first.placed), first.score, first.iteration) == (alone, alone_score, 0)
     costs = [e.score for e in andreas_elite]
     assert costs == sorted(costs) and len(andreas_elite) <= 10
     # The plan it returns is the best of its elite, unless that plan spends slack the greedy

@@ -164,6 +164,14 @@ class ScoredPlan:
     placed: tuple
 
 
+@dataclass(frozen=True)
+class Search:
+    """One decision's passes: the best distinct plans, and the deterministic pass's."""
+
+    elite: list[ScoredPlan]
+    first: ScoredPlan  # iteration 0: the deterministic greedy pass, post-processed
+
+
 @dataclass
 class RandomizedGreedy:
     name: str = "andreas"
@@ -178,10 +186,10 @@ class RandomizedGreedy:
         p = self.params
         deadline = Deadline.after_ms(p.decision_budget_ms)
         ctx = PlanningContext(snapshot, p.plan_restart_s)
-        best = self.elite(ctx, size=1, deadline=deadline)[0]
-        first = list(best.placed)
+        found = self.search(ctx, size=1, deadline=deadline)
+        best = found.elite[0]
+        first, first_score = list(found.first.placed), found.first.score
         if best.iteration != 0 and (p.slack_guard is not None or p.search_check):
-            first, first_score = self.deterministic_pass(ctx)
             if p.slack_guard is not None and spends_needed_slack(ctx, first, list(best.placed),
                                                                  p.slack_guard):
                 best = ScoredPlan(first_score, 0, tuple(first))
@@ -228,6 +236,12 @@ class RandomizedGreedy:
         first by score (iteration 0 is the deterministic greedy pass, so the best is never
         worse than it). Distinct: passes that place every job alike before post-processing
         count once. With a `deadline`, the randomised passes stop when it passes."""
+        return self.search(ctx, size, deadline).elite
+
+    def search(self, ctx: PlanningContext, size: int | None = None,
+               deadline: Deadline = NO_DEADLINE) -> "Search":
+        """The elite plans (`elite`) and the deterministic pass's own plan, from the same
+        passes (the slack guard compares against the latter; running it again cost a pass)."""
         p = self.params
         size = p.elite_size if size is None else min(size, p.elite_size)
         iterations = max(1, min(p.max_iterations, self.iteration_cap(ctx)))
@@ -249,10 +263,14 @@ class RandomizedGreedy:
                 seen.add(key)
                 unique.append(it)
         unique.sort(key=lambda it: (scores[it], it))
-        return [ScoredPlan(float(scores[it]), it,
-                           tuple(passes.to_placed(ctx, post_node[it], post_cand[it],
-                                                  post_moved[it])))
-                for it in unique[:size]]
+
+        def scored(it: int) -> ScoredPlan:
+            return ScoredPlan(float(scores[it]), it,
+                              tuple(passes.to_placed(ctx, post_node[it], post_cand[it],
+                                                     post_moved[it])))
+
+        elite = [scored(it) for it in unique[:size]]
+        return Search(elite, elite[0] if elite[0].iteration == 0 else scored(0))
 
     def _passes(self, ctx: PlanningContext, starts: np.ndarray, draws: np.ndarray,
                 deadline: Deadline) -> tuple[np.ndarray, ...]:

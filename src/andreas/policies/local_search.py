@@ -175,13 +175,14 @@ class ImprovedGreedy:
     def best(self, ctx: PlanningContext, resizing: bool = True,
              deadline: Deadline = NO_DEADLINE) -> tuple[Placed, float]:
         greedy = RandomizedGreedy(self.name, self.params)
-        elite = greedy.elite(ctx, deadline=deadline)
+        found = greedy.search(ctx, deadline=deadline)
+        elite = found.elite
         plans = [(list(e.placed), e.score) for e in elite]
         guard = self.params.slack_guard
         if guard is None:
             admissible: Callable[[Placed], bool] = lambda placed: True
         else:  # as `andreas`: only plans that take from no job what the deterministic pass
-            first, first_cost = greedy.deterministic_pass(ctx)  # gives it
+            first, first_cost = list(found.first.placed), found.first.score  # gives it
             admissible = lambda placed: not spends_needed_slack(ctx, first, placed, guard)
             plans = sorted([(first, first_cost)] + [(p, c) for p, c in plans
                                                     if p != first and admissible(p)],

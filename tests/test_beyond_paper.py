@@ -351,8 +351,9 @@ def test_repacking_a_node_takes_a_job_off_a_slow_node():
     placed = [on(0, 0, 2), on(1, 0, 1), on(2, 0, 1), on(3, 1, 1)]
     search = LocalSearch(ctx)
     assert search.cost(placed) == pytest.approx(1_938_000 * E)
-    repacked = repack(ctx, placed, 0)
+    repacked, changed = repack(ctx, placed, 0)
     assert [(e[0], e[1].gpus) for e in repacked] == [(0, 1)] * 4
+    assert changed == [0, 3]  # a drops to 1 GPU, d joins from the slow node
     assert search.cost(repacked) == pytest.approx(1_040_000 * E)
     assert search.improve(placed)[1] == pytest.approx(1_040_000 * E)
     # a plan that leaves a job waiting is not resized or repacked: under a queue GPU time is
@@ -390,3 +391,43 @@ def test_andreas_resizes_its_chosen_plan_on_a_quiet_cluster():
         filled = make_policy(name, seed=1, resize_max_load=0.0,
                              consolidate_margin=None).decide(snap)
         assert {j: a.gpus for j, a in filled.items()} == {"a": 1, "b": 1}, name
+
+
+@settings(max_examples=30, deadline=None)
+@given(busy_snapshots(), st.integers(1, 9), st.sampled_from([None, 0.5]),
+       st.sampled_from(["lookahead", "proxy"]))
+def test_the_resize_judge_answers_as_the_whole_plan_would(snap, seed, guard, score):
+    # the resize step tests and scores a neighbour from the jobs its move changed alone: along
+    # whole climbs (from every elite plan, admissible or not), each answer must be the one the
+    # whole plan gets, the score to the last bit
+    from andreas.policies.greedy import ResizeJudge, spends_needed_slack
+    from andreas.policies.resizing import climb, resized
+    from andreas.policies.scoring import SCORES
+
+    ctx = PlanningContext(snap)
+    found = make_policy("andreas", seed=seed, max_iterations=40).search(ctx)
+    first = list(found.first.placed)
+    judge = ResizeJudge(ctx, score, first, guard)
+
+    class Both:
+        at: list = []
+
+        def moved(self, placed):
+            self.at = placed
+            judge.moved(placed)
+
+        def admits(self, plan, changed):
+            assert changed == [j for j, (a, b) in enumerate(zip(plan, self.at)) if a != b]
+            answer = judge.admits(plan, changed)
+            assert answer == (guard is None or not spends_needed_slack(ctx, first, plan, guard))
+            return answer
+
+        def score(self, plan, changed):
+            cost = judge.score(plan, changed)
+            assert cost == SCORES[score](ctx, plan)
+            return cost
+
+    for e in found.elite:
+        looked = iter(range(60))
+        climb(list(e.placed), e.score, lambda plan: resized(ctx, plan), Both(),
+              lambda: next(looked, None) is not None)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,7 +38,7 @@ from .orderings import ORDERINGS
 from .pipeline import DEFAULT_STEPS, resolve, run_pipeline
 from .planning import Candidate, PlanningContext
 from .resizing import climb, evaluation_budget, resized
-from .scoring import SCORES
+from .scoring import SCORES, NeighbourScores
 
 Placed = list[tuple[int, Candidate] | None]
 CONFIG_ENERGIES = ("marginal", "filled", "alone")  # GreedyParams.config_energy
@@ -209,18 +210,10 @@ class RandomizedGreedy:
                first: Placed, deadline: Deadline = NO_DEADLINE) -> Placed:
         """`placed` improved by resize moves (resizing.py) under the policy's score, among
         the plans the slack guard admits against the deterministic pass `first`."""
-        score, guard = SCORES[self.params.score], self.params.slack_guard
         budget = evaluation_budget(len(placed), self.params.pass_budget)
-        evaluations = 0  # plans looked at (guard tests and scores each cost O(jobs))
-
-        def admissible(plan: Placed) -> bool:
-            nonlocal evaluations
-            evaluations += 1
-            return guard is None or not spends_needed_slack(ctx, first, plan, guard)
-
-        return climb(placed, cost, lambda plan: resized(ctx, plan),
-                     lambda plan: score(ctx, plan), admissible,
-                     lambda: evaluations < budget and not deadline.passed())[0]
+        judge = ResizeJudge(ctx, self.params.score, first, self.params.slack_guard)
+        return climb(placed, cost, lambda plan: resized(ctx, plan), judge,
+                     lambda: judge.evaluations < budget and not deadline.passed())[0]
 
     def deterministic_pass(self, ctx: PlanningContext) -> tuple[Placed, float]:
         """Iteration 0's plan (the `greedy` policy's) and its score."""
@@ -335,19 +328,62 @@ def spends_needed_slack(ctx: PlanningContext, base: Placed, other: Placed,
     slack under `base`, guard x its run time there). Completions are the planned run times
     from now. The deterministic pass keeps its plan unless a randomised one takes from no job
     what that pass gives it: the look-ahead cannot see the arrivals that would need it."""
-    for j, (b, o) in enumerate(zip(base, other)):
-        if b is None:
-            continue
-        if o is None:
-            return True
-        end_b = ctx.now + b[1].time_s
-        end_o = ctx.now + o[1].time_s
-        if end_o <= end_b:
-            continue
-        slack_b = ctx.due[j] - end_b
-        if slack_b < 0 or ctx.due[j] - end_o < min(slack_b, guard * b[1].time_s):
-            return True
-    return False
+    return any(slack_spent(ctx, j, b, o, guard) for j, (b, o) in enumerate(zip(base, other)))
+
+
+def slack_spent(ctx: PlanningContext, j: int, b: tuple[int, Candidate] | None,
+                o: tuple[int, Candidate] | None, guard: float) -> bool:
+    """spends_needed_slack's rule for job j, placed `b` in the base plan and `o` in the
+    other."""
+    if b is None:
+        return False
+    if o is None:
+        return True
+    end_b = ctx.now + b[1].time_s
+    end_o = ctx.now + o[1].time_s
+    if end_o <= end_b:
+        return False
+    slack_b = ctx.due[j] - end_b
+    return slack_b < 0 or ctx.due[j] - end_o < min(slack_b, guard * b[1].time_s)
+
+
+class ResizeJudge:
+    """The resize step's judge (resizing.Judge): a neighbour is admitted when the slack guard
+    admits it against the deterministic pass `first` and scored by the policy's score, both
+    from the jobs the move changed alone (NeighbourScores): the same answers as testing and
+    scoring the whole plan. `evaluations` counts the neighbours looked at."""
+
+    def __init__(self, ctx: PlanningContext, score: str, first: Placed,
+                 guard: float | None) -> None:
+        self.ctx, self.first, self.guard = ctx, first, guard
+        self.scores = NeighbourScores(ctx, score)
+        self.evaluations = 0
+        self.spent: set[int] = set()  # jobs of the current plan the guard objects to
+        self.last: tuple[Placed | None, list[int]] = (None, [])  # the last plan admitted
+
+    def moved(self, placed: Placed) -> None:
+        plan, changed = self.last
+        if self.guard is not None:
+            if plan is placed:
+                self.spent = self.spent.difference(changed).union(self._spent(placed, changed))
+            else:
+                self.spent = set(self._spent(placed, range(len(placed))))
+        self.scores.rebase(placed)
+
+    def _spent(self, plan: Placed, jobs: Iterable[int]) -> list[int]:
+        assert self.guard is not None
+        return [j for j in jobs if slack_spent(self.ctx, j, self.first[j], plan[j], self.guard)]
+
+    def admits(self, plan: Placed, changed: list[int]) -> bool:
+        self.evaluations += 1
+        if self.guard is not None and (self.spent.difference(changed)
+                                       or self._spent(plan, changed)):
+            return False
+        self.last = (plan, changed)
+        return True
+
+    def score(self, plan: Placed, changed: list[int]) -> float:
+        return self.scores.score(plan, changed)
 
 
 def leaves_late(ctx: PlanningContext, placed: Placed) -> bool:

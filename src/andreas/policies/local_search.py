@@ -25,6 +25,7 @@ deterministic pass, as `andreas` does (path relinking may walk through others on
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -40,7 +41,7 @@ from .greedy import (
     spends_needed_slack,
 )
 from .planning import Candidate, PlanningContext
-from .resizing import climb, resized
+from .resizing import Move, WholePlans, climb, resized
 from .scoring import SCORES
 
 Placed = list[tuple[int, Candidate] | None]
@@ -77,8 +78,8 @@ class LocalSearch:
         return [j for j, e in enumerate(placed)
                 if e is not None and ctx.now + e[1].time_s > ctx.due[j]]
 
-    def neighbours(self, placed: Placed):
-        """Yield candidate plans, most promising moves first."""
+    def neighbours(self, placed: Placed) -> Iterator[Move]:
+        """Yield candidate plans (with the jobs each changed), most promising moves first."""
         ctx = self.ctx
         rank = ctx.pressure_rank
         running = sorted((j for j, e in enumerate(placed) if e is not None),
@@ -91,13 +92,13 @@ class LocalSearch:
                 if a != b and placed[a][0] != placed[b][0]:
                     plan = self.exchange(placed, a, b)
                     if plan is not None:
-                        yield plan
+                        yield plan, [a, b]
         for a in late + waiting:  # 2 and 3: take the place of a lower-pressure running job
             for b in running:
                 if a != b and rank[b] > rank[a]:
                     plan = self.take_place(placed, a, b)
                     if plan is not None:
-                        yield plan
+                        yield plan, [a, b]
         if self.resizing:  # 4. another GPU count, or a node repacked
             yield from resized(ctx, placed)
 
@@ -128,7 +129,7 @@ class LocalSearch:
     def improve(self, placed: Placed, cost: float | None = None) -> tuple[Placed, float]:
         """First-improvement hill climbing until no neighbour is cheaper or the budget ends."""
         return climb(list(placed), self.cost(placed) if cost is None else cost,
-                     self.neighbours, self.cost, self.admissible, self.budget_left)
+                     self.neighbours, WholePlans(self.admissible, self.cost), self.budget_left)
 
     def relink(self, start: Placed, guide: Placed) -> tuple[Placed, float]:
         """Walk from `start` towards `guide`, one job at a time, keeping the best plan seen."""

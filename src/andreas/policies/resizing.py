@@ -19,10 +19,13 @@ the offered load is below `GreedyParams.resize_max_load`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Protocol
 
 from .planning import Candidate, PlanningContext
 
 Placed = list[tuple[int, Candidate] | None]
+Move = tuple[Placed, list[int]]  # a neighbour plan, and the jobs whose entry it changed
 RESIZE_EVALUATIONS = 200  # plans looked at per decision when `andreas` resizes its plan
 RESIZE_JOB_SCORES = 20_000  # ... and at most this many jobs scored over those plans
 
@@ -37,7 +40,7 @@ def evaluation_budget(jobs: int, pass_budget: int = 0) -> int:
     return max(1, budget)
 
 
-def resized(ctx: PlanningContext, placed: Placed) -> Iterator[Placed]:
+def resized(ctx: PlanningContext, placed: Placed) -> Iterator[Move]:
     """Every plan one resize or one repack away from `placed`: none if a job waits."""
     if any(e is None for e in placed):
         return
@@ -45,12 +48,12 @@ def resized(ctx: PlanningContext, placed: Placed) -> Iterator[Placed]:
     for j in range(len(placed)):
         yield from resizes(ctx, placed, j, free)
     for node in sorted({e[0] for e in placed if e is not None}):
-        plan = repack(ctx, placed, node)
-        if plan is not None:
-            yield plan
+        move = repack(ctx, placed, node)
+        if move is not None:
+            yield move
 
 
-def resizes(ctx: PlanningContext, placed: Placed, j: int, free: list[int]) -> Iterator[Placed]:
+def resizes(ctx: PlanningContext, placed: Placed, j: int, free: list[int]) -> Iterator[Move]:
     """Plans in which job j runs on its node with another number of GPUs that fits (`free`:
     the free GPUs per node under `placed`)."""
     node, cur = placed[j]
@@ -59,13 +62,14 @@ def resizes(ctx: PlanningContext, placed: Placed, j: int, free: list[int]) -> It
         if cand.gpu_type == cur.gpu_type and cand.gpus != cur.gpus and cand.gpus <= room:
             plan = list(placed)
             plan[j] = (node, ctx.as_placed(j, node, cand))
-            yield plan
+            yield plan, [j]
 
 
-def repack(ctx: PlanningContext, placed: Placed, node: int) -> Placed | None:
+def repack(ctx: PlanningContext, placed: Placed, node: int) -> Move | None:
     """The plan with every job on `node` on its fewest GPUs that meet its due date (a late job
     keeps its GPUs), and the GPUs this frees taken, in pressure order, by jobs waiting or on
-    other nodes (each on its fewest GPUs on time that fit); None if nothing changes."""
+    other nodes (each on its fewest GPUs on time that fit), and the jobs it changed; None if
+    nothing changes."""
     kind = ctx.node_type[node]
     plan = list(placed)
 
@@ -89,22 +93,58 @@ def repack(ctx: PlanningContext, placed: Placed, node: int) -> Placed | None:
         if cand is not None:
             plan[j] = (node, ctx.as_placed(j, node, cand))
             room -= cand.gpus
-    return plan if plan != placed else None
+    if plan == placed:
+        return None
+    return plan, [j for j, (a, b) in enumerate(zip(plan, placed)) if a is not b]
 
 
-def climb(placed: Placed, cost: float, neighbours: Callable[[Placed], Iterable[Placed]],
-          score: Callable[[Placed], float], admissible: Callable[[Placed], bool],
-          budget: Callable[[], bool]) -> tuple[Placed, float]:
-    """First-improvement hill climbing from `placed` (of `cost`) among admissible neighbours,
-    while `budget()` allows another neighbour (asked after each one, admitted or not)."""
+class Judge(Protocol):
+    """What a hill climb asks of the plans it meets."""
+
+    def moved(self, placed: Placed) -> None:
+        """The climb now stands on `placed` (its neighbours are one move from it)."""
+
+    def admits(self, plan: Placed, changed: list[int]) -> bool:
+        """Whether the climb may take `plan`, in which the jobs `changed` differ from where the
+        climb stands (asked first, once per neighbour)."""
+
+    def score(self, plan: Placed, changed: list[int]) -> float:
+        """`plan`'s cost (asked only for an admitted plan)."""
+
+
+@dataclass(frozen=True)
+class WholePlans:
+    """A judge that tests and scores every plan whole (the local searches' moves change
+    several jobs at once)."""
+
+    test: Callable[[Placed], bool]
+    cost: Callable[[Placed], float]
+
+    def moved(self, placed: Placed) -> None:
+        pass
+
+    def admits(self, plan: Placed, changed: list[int]) -> bool:
+        return self.test(plan)
+
+    def score(self, plan: Placed, changed: list[int]) -> float:
+        return self.cost(plan)
+
+
+def climb(placed: Placed, cost: float, neighbours: Callable[[Placed], Iterable[Move]],
+          judge: Judge, budget: Callable[[], bool]) -> tuple[Placed, float]:
+    """First-improvement hill climbing from `placed` (of `cost`) among the neighbours the
+    judge admits, while `budget()` allows another neighbour (asked after each one, admitted
+    or not)."""
+    judge.moved(placed)
     improved = True
     while improved and budget():
         improved = False
-        for plan in neighbours(placed):
-            if admissible(plan):
-                c = score(plan)
+        for plan, changed in neighbours(placed):
+            if judge.admits(plan, changed):
+                c = judge.score(plan, changed)
                 if c < cost - 1e-12:
                     placed, cost, improved = plan, c, True
+                    judge.moved(placed)
                     break
             if not budget():
                 break

@@ -41,25 +41,61 @@ def _placed_arrays(placed: Placed) -> tuple[np.ndarray, ...]:
             np.array(times, float))
 
 
-def proxy(ctx: PlanningContext, placed: Placed) -> float:
-    """The paper's score (kernel.proxy_score, the one implementation)."""
-    from .kernel import proxy_score
+def _score_arrays(ctx: PlanningContext, name: str, pn: np.ndarray, pt: np.ndarray,
+                  pg: np.ndarray, ptime: np.ndarray) -> float:
+    """The named score of a plan given as _placed_arrays' arrays (the kernel's, the one
+    implementation of each)."""
+    from .kernel import lookahead_score, proxy_score
 
     k = ctx.packed
-    pn, _, pg, ptime = _placed_arrays(placed)
-    return float(proxy_score(pn, pg, ptime, k.wait_penalty, k.due, k.weight, k.node_type,
-                             k.power, float(ctx.now), float(ctx.eur_per_joule)))
-
-
-def lookahead(ctx: PlanningContext, placed: Placed) -> float:
-    """The look-ahead score (kernel.lookahead_score, the one implementation)."""
-    from .kernel import lookahead_score
-
-    k = ctx.packed
-    pn, pt, pg, ptime = _placed_arrays(placed)
+    if name == "proxy":
+        return float(proxy_score(pn, pg, ptime, k.wait_penalty, k.due, k.weight, k.node_type,
+                                 k.power, float(ctx.now), float(ctx.eur_per_joule)))
     return float(lookahead_score(pn, pt, pg, ptime, k.ct, k.cg, k.ctime, k.cen, k.nc, k.due,
                                  k.weight, k.pressure_rank, k.node_type, k.power,
                                  k.type_capacity, float(ctx.now), float(ctx.eur_per_joule)))
+
+
+def proxy(ctx: PlanningContext, placed: Placed) -> float:
+    """The paper's score (kernel.proxy_score)."""
+    return _score_arrays(ctx, "proxy", *_placed_arrays(placed))
+
+
+def lookahead(ctx: PlanningContext, placed: Placed) -> float:
+    """The look-ahead score (kernel.lookahead_score)."""
+    return _score_arrays(ctx, "lookahead", *_placed_arrays(placed))
+
+
+class NeighbourScores:
+    """Scores of plans one move away from a base plan (a hill climb's neighbours, with the
+    jobs each move changed): the base's arrays are built once and each neighbour's are a
+    copy with its changed entries patched,
+    so a neighbour costs Python work in its changes, not in the queue (rebuilding the arrays
+    of every job for every neighbour was most of a resize step). The same arrays as built
+    from scratch, so exactly the same score."""
+
+    def __init__(self, ctx: PlanningContext, name: str) -> None:
+        self.ctx, self.name = ctx, name
+        self.arrays: tuple[np.ndarray, ...] = ()
+        self.last: tuple[Placed | None, tuple[np.ndarray, ...]] = (None, ())
+
+    def rebase(self, placed: Placed) -> None:
+        """Neighbours are now one move from `placed` (the last plan scored, when the climb
+        accepted it: its arrays are reused)."""
+        plan, arrays = self.last
+        self.arrays = arrays if plan is placed else _placed_arrays(placed)
+
+    def score(self, plan: Placed, changed: list[int]) -> float:
+        pn, pt, pg, ptime = (a.copy() for a in self.arrays)
+        for j in changed:
+            e = plan[j]
+            if e is None:
+                pn[j], pt[j], pg[j], ptime[j] = -1, 0, 0, 0.0
+            else:
+                c = e[1]
+                pn[j], pt[j], pg[j], ptime[j] = e[0], c.gpu_type, c.gpus, c.time_s
+        self.last = (plan, (pn, pt, pg, ptime))
+        return _score_arrays(self.ctx, self.name, pn, pt, pg, ptime)
 
 
 SCORES: dict[str, Score] = {"proxy": proxy, "lookahead": lookahead}

@@ -430,4 +430,4 @@ def test_the_resize_judge_answers_as_the_whole_plan_would(snap, seed, guard, sco
     for e in found.elite:
         looked = iter(range(60))
         climb(list(e.placed), e.score, lambda plan: resized(ctx, plan), Both(),
-              lambda: next(looked, None) is not None)
+              lambda looked=looked: next(looked, None) is not None)

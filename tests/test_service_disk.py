@@ -5,6 +5,7 @@ so, where the machine does not allow it)."""
 import errno
 import os
 import subprocess
+import sys
 
 import pytest
 from conftest import wait_for, write_service_files
@@ -73,3 +74,30 @@ def test_a_full_disk_refuses_clearly_and_recovers(small_disk, tmp_path):
             service.post(f"/jobs/{job['id']}/cancel")
         wait_for(lambda: all(j["state"] == "cancelled" for j in service.get("/jobs").json()),
                  what="the jobs to stop")
+
+
+@pytest.mark.parametrize("where", ["data_dir", "database"])
+def test_a_read_only_folder_stops_the_service_with_a_sentence(tmp_path, where):
+    # a data folder the service cannot write to started the service anyway (the database
+    # elsewhere): every job would then fail on its first log line. On SQLite's folder the
+    # error said only "unable to open database file".
+    frozen = tmp_path / "frozen"
+    frozen.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", str(frozen)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a read-only tmpfs here ({mounted.stderr.strip()})")
+    try:
+        config = write_service_files(tmp_path / "files")
+        lines = {"data_dir": f"data_dir: {frozen}\n",
+                 "database": f"data_dir: state\ndatabase_url: sqlite:///{frozen}/andreas.db\n"}
+        config.write_text(config.read_text().replace("data_dir: state\n", lines[where]))
+        served = subprocess.run([sys.executable, "-m", "andreas", "serve", "--config",
+                                 str(config), "--port", "0"],
+                                capture_output=True, text=True, timeout=120)
+        assert served.returncode != 0
+        assert f"cannot write to {frozen}" in served.stderr
+        assert "Read-only file system" in served.stderr, served.stderr
+        assert "Traceback" not in served.stderr
+    finally:
+        subprocess.run(["umount", "-l", str(frozen)], capture_output=True)

@@ -22,6 +22,7 @@ from starlette.routing import Match
 from ..errors import AndreasError
 from ..executors import NodeInfo, make_executor
 from .config import ServiceConfig
+from .folders import ensure_writable
 from .jobs import Refused
 from .limits import BodyLimit, SecurityHeaders
 from .ratelimit import FailureLimiter
@@ -52,6 +53,8 @@ def _nodes(config: ServiceConfig) -> list[NodeInfo]:
 def create_app(config: ServiceConfig, *, store: Store | None = None, executor=None,
                admin_token: str | None = None, run_scheduler: bool = True) -> FastAPI:
     """Build the application. The scheduler thread starts and stops with the app."""
+    ensure_writable(config.data_dir, "the data folder: job logs, checkpoints, uploads",
+                    f"make it writable or set data_dir in {config.path}")
     store = store or Store(config.database_url)
     if admin_token:
         store.ensure_token("admin", "admin", admin_token)

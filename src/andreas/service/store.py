@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ..errors import AndreasError
 from .db import DrainedNode, Token, User
+from .folders import ensure_writable
 from .group_commit import GroupCommit
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -54,7 +55,8 @@ def make_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
         path = url.split("sqlite:///", 1)[-1]
         if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            ensure_writable(Path(path).parent, "the SQLite database's folder",
+                            "make it writable or point database_url elsewhere")
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
         @event.listens_for(engine, "connect")

@@ -104,3 +104,92 @@ def test_a_killed_ray_actor_takes_its_job_along_and_the_job_resumes(tmp_path, ra
         text = log()
         assert "the process that started this job died" in text
         assert_each_epoch_once(text, None)
+
+
+def _own_ray_cluster(workers: int):
+    """A Ray cluster of this test's own: a head without GPUs and `workers` nodes of one
+    `fast` GPU each, all on this machine (as Ray's own multi-node tests run them). Returns
+    (address, session folder); stop it with _stop_ray_cluster."""
+    import json
+    import socket
+    import subprocess
+
+    ray = os.path.join(os.path.dirname(sys.executable), "ray")
+    with socket.socket() as s:  # outside Ray's worker port range (10002-19999)
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    subprocess.run([ray, "start", "--head", f"--port={port}", "--num-cpus=1", "--num-gpus=0",
+                    "--include-dashboard=false", "--disable-usage-stats"],
+                   check=True, capture_output=True, timeout=180)
+    gcs = next(p for p in psutil.process_iter(["cmdline"])
+               if f"--gcs_server_port={port}" in " ".join(p.info["cmdline"] or []))
+    log_dir = next(a for a in gcs.cmdline() if a.startswith("--log_dir="))
+    session = os.path.dirname(log_dir.split("=", 1)[1])
+    for _ in range(workers):
+        subprocess.run([ray, "start", f"--address=127.0.0.1:{port}", "--num-cpus=1",
+                        "--num-gpus=1", "--resources", json.dumps({"gpu_type:fast": 1}),
+                        "--disable-usage-stats"], check=True, capture_output=True, timeout=180)
+    return f"127.0.0.1:{port}", session
+
+
+def _stop_ray_cluster(session: str) -> None:
+    """Kill every process of the cluster whose session folder is `session` (`ray stop` would
+    stop the shared test cluster too)."""
+    mine = [p for p in psutil.process_iter(["cmdline"])
+            if session in " ".join(p.info["cmdline"] or [])]
+    for proc in mine:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(mine, timeout=30)
+
+
+def test_a_lost_ray_node_takes_its_runs_along_and_they_resume_on_another(tmp_path):
+    """A node of the Ray cluster dies whole (its raylet killed): the service stops planning on
+    it, and the job that ran there resumes from its checkpoint on the other node; no epoch
+    runs twice. (The service kept the dead node in its plan and started jobs there.)"""
+    address, session = _own_ray_cluster(workers=2)
+    try:
+        config = read_service_config(write_service_files(
+            tmp_path, nodes="", executor="ray", extra=f"ray_address: '{address}'\n"))
+        with TestClient(create_app(config, admin_token="admin-secret")) as client:
+            assert len(client.get("/nodes", headers=ADMIN).json()) == 2
+            job_id = client.post("/jobs", headers=ADMIN, json=train_job(
+                400, deadline_s=36000, profile="one", samples=80000)).json()["id"]
+
+            def job():
+                return client.get(f"/jobs/{job_id}", headers=ADMIN).json()
+
+            def runs():
+                return client.get(f"/jobs/{job_id}/runs", headers=ADMIN).json()
+
+            def log() -> str:
+                return client.get(f"/jobs/{job_id}/logs", headers=ADMIN).text
+
+            wait_for(lambda: job()["epochs_done"] >= 3 and all(processes(job_id)), timeout=120,
+                     what="progress and live processes")
+            lost = runs()[0]["node"]
+            launchers, trainers = processes(job_id)
+            actor = psutil.Process(psutil.Process(launchers[0]).ppid())  # the actor's worker
+            raylet = psutil.Process(actor.ppid())
+            assert "raylet" in " ".join(raylet.cmdline())
+            raylet.kill()  # the whole node: its raylet, and with it its workers
+            wait_for(lambda: all_gone(launchers + trainers), timeout=120,
+                     what="the lost node's job to stop")
+            wait_for(lambda: [n["name"] for n in client.get("/nodes", headers=ADMIN).json()]
+                     and lost not in [n["name"] for n in
+                                      client.get("/nodes", headers=ADMIN).json()],
+                     timeout=120, what="the lost node to leave the cluster")
+            wait_for(lambda: (lambda tail: "resumed from checkpoint" in tail
+                              and "done" in tail.split("resumed from checkpoint")[-1])(
+                                  log().split("--- run ")[-1]),
+                     timeout=180, what="a new run to resume and make progress")
+            assert runs()[0]["stop_reason"] == "crashed"
+            assert runs()[-1]["node"] != lost and max(
+                r["epochs_at_start"] for r in runs()) >= 3
+            client.post(f"/jobs/{job_id}/cancel", headers=ADMIN)
+            wait_for(lambda: job()["state"] == "cancelled", timeout=60, what="cancellation")
+            assert_each_epoch_once(log(), None)
+    finally:
+        _stop_ray_cluster(session)

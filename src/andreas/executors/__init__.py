@@ -6,9 +6,9 @@ Ray cluster; `slurm` submits them to a Slurm cluster. All start jobs through
 once.
 """
 
-from .base import Executor, LaunchRequest, NodeInfo, RunStatus
+from .base import Executor, LaunchRequest, NodeInfo, NodeLost, RunStatus
 
-__all__ = ["Executor", "LaunchRequest", "NodeInfo", "RunStatus", "make_executor"]
+__all__ = ["Executor", "LaunchRequest", "NodeInfo", "NodeLost", "RunStatus", "make_executor"]
 
 
 def make_executor(kind: str, nodes: list[NodeInfo], *, hidden_values: tuple[str, ...] = (),

@@ -84,6 +84,11 @@ def read_exit(run_dir: Path) -> RunStatus:
     return RunStatus(False, int(data["returncode"]), bool(data.get("stop_requested")))
 
 
+class NodeLost(Exception):
+    """A run could not start because its node left the cluster (a Ray node lost): the job is
+    planned again on the nodes left, not failed."""
+
+
 class Executor(Protocol):
     kind: str
 

@@ -19,10 +19,11 @@ import time
 from pathlib import Path
 
 from ..errors import AndreasError
-from .base import LaunchRequest, NodeInfo, RunStatus, job_environment
+from .base import LaunchRequest, NodeInfo, NodeLost, RunStatus, job_environment
 
 NAMESPACE = "andreas"
 RESOURCE_PREFIX = "gpu_type:"
+NODES_TTL_S = 5.0  # how long the list of alive nodes is trusted before Ray is asked again
 
 
 class RayExecutor:
@@ -39,44 +40,69 @@ class RayExecutor:
             raise AndreasError(f"cannot connect to the Ray cluster at {address!r}: {exc}; "
                                f"start one with `ray start --head --num-gpus N --resources "
                                f"'{{\"gpu_type:TYPE\": N}}'`") from None
-        self._node_ids: dict[str, str] = {}
+        self._names: dict[str, str] = {}  # Ray node id -> our name for it, kept for good
+        self._node_ids: dict[str, str] = {}  # name -> Ray node id, of the alive nodes
         self._nodes = self._discover()
+        self._read_at = time.monotonic()
         if not self._nodes:
             raise AndreasError("the Ray cluster has no node with a 'gpu_type:<NAME>' resource; "
                                "expected e.g. --resources '{\"gpu_type:V100\": 4}'")
         self._runner = ray.remote(num_cpus=0)(_JobRunner)
 
     def _discover(self) -> list[NodeInfo]:
-        found = []
+        """The alive nodes that advertise a GPU type. A node keeps the name it was first seen
+        with (its node name, or address; with the node id's start when another node has it
+        already, as for several nodes on one machine): runs record it."""
+        found, ids = [], {}
         for node in sorted(self.ray.nodes(), key=lambda n: n["NodeID"]):
             if not node.get("Alive"):
                 continue
             for key, amount in node["Resources"].items():
                 if key.startswith(RESOURCE_PREFIX):
-                    name = node.get("NodeName") or node["NodeManagerAddress"]
-                    if name in self._node_ids:
-                        name = f"{name}-{node['NodeID'][:8]}"
-                    self._node_ids[name] = node["NodeID"]
+                    node_id = node["NodeID"]
+                    if node_id not in self._names:
+                        name = node.get("NodeName") or node["NodeManagerAddress"]
+                        if name in self._names.values():
+                            name = f"{name}-{node_id[:8]}"
+                        self._names[node_id] = name
+                    ids[self._names[node_id]] = node_id
                     gpus = int(amount)
-                    found.append(NodeInfo(name, key[len(RESOURCE_PREFIX):], gpus,
-                                          tuple(range(gpus))))
+                    found.append(NodeInfo(self._names[node_id], key[len(RESOURCE_PREFIX):],
+                                          gpus, tuple(range(gpus))))
+        self._node_ids = ids
         return found
 
     def nodes(self) -> list[NodeInfo]:
+        """The alive nodes, re-read from Ray at most every NODES_TTL_S: a node whose raylet
+        is gone leaves the plan (its runs' actors died with it: the service restarts those
+        jobs elsewhere from their checkpoints), and a node that joins is used."""
+        if time.monotonic() - self._read_at > NODES_TTL_S:
+            self._nodes = self._discover()
+            self._read_at = time.monotonic()
         return list(self._nodes)
 
     def start(self, request: LaunchRequest) -> dict:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         name = f"andreas-run-{request.run_id}"
-        actor = self._runner.options(
-            name=name, lifetime="detached", max_restarts=0, num_gpus=len(request.gpu_indices),
-            scheduling_strategy=NodeAffinitySchedulingStrategy(self._node_ids[request.node],
-                                                               soft=False),
-        ).remote()
-        info: dict = self.ray.get(actor.start.remote(  # type: ignore[attr-defined,assignment]
-            request.launcher_argv(exit_with_parent=True), request.env, request.workdir),
-            timeout=60)
+        node_id = self._node_ids.get(request.node)
+        if node_id is None:
+            raise NodeLost(f"node {request.node} is no longer in the Ray cluster")
+        try:
+            actor = self._runner.options(
+                name=name, lifetime="detached", max_restarts=0,
+                num_gpus=len(request.gpu_indices),
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+            ).remote()
+            info: dict = self.ray.get(actor.start.remote(  # type: ignore[attr-defined,assignment]
+                request.launcher_argv(exit_with_parent=True), request.env, request.workdir),
+                timeout=60)
+        except Exception:
+            self._nodes, self._read_at = self._discover(), time.monotonic()
+            if request.node not in self._node_ids:  # it died under the actor
+                raise NodeLost(f"node {request.node} left the Ray cluster as the run "
+                               "started") from None
+            raise
         return {"actor": name, **info}
 
     def _actor(self, handle: dict | None):

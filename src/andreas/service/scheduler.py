@@ -28,7 +28,7 @@ from typing import Any, Callable
 from sqlalchemy import func, select, update
 
 from ..catalogue import canonical_gpu
-from ..executors import Executor, LaunchRequest, NodeInfo
+from ..executors import Executor, LaunchRequest, NodeInfo, NodeLost
 from ..measure.nvml import NvmlMeter
 from ..model import Cluster, Job, Node, Profiles
 from ..policies.base import Assignment, JobView, Snapshot, stops_job
@@ -361,6 +361,7 @@ class Scheduler:
         cluster = self.cluster()
         held: dict[str, int] = {}
         views, table, running = [], {}, {}
+        known = {n.name for n in cluster.nodes}
         with self.store.session() as s:
             # plain rows of the columns a snapshot needs: loading ORM objects of a long
             # queue held the database from the API's requests for a long while
@@ -371,6 +372,10 @@ class Scheduler:
                 select(RunRow).where(RunRow.state.in_(LIVE_RUN_STATES)))}
             for job in jobs:
                 run = live.get(job.id)
+                if run is not None and run.node not in known:
+                    # its node left the cluster (a Ray node lost) and the run is not yet
+                    # reconciled as ended: planned once it is, restarted from its checkpoint
+                    continue
                 remaining = float(job.epochs) - job.epochs_done
                 if remaining <= DONE_EPS:
                     if run is not None:  # finishing: its GPUs stay taken until it exits
@@ -466,7 +471,11 @@ class Scheduler:
         return [i for i in node.gpu_indices if i not in used]
 
     def _start(self, job_id: str, assignment: Assignment) -> None:
-        node = next(n for n in self.nodes() if n.name == assignment.node)
+        node = next((n for n in self.nodes() if n.name == assignment.node), None)
+        if node is None:  # the node left the cluster since the snapshot (a Ray node lost)
+            log.warning("job %s: node %s is gone; planning again", job_id, assignment.node)
+            self.wake("node-lost")
+            return
         indices = self._free_indices(node)[:assignment.gpus]
         if len(indices) < assignment.gpus:  # a GPU is still held by a run that is exiting
             log.warning("job %s: not enough free GPUs on %s yet", job_id, node.name)
@@ -483,6 +492,7 @@ class Scheduler:
             s.add(run)
             s.flush()
             run_id = run.id
+            was = (job.state, job.first_started_at)  # restored if the node is lost
             job.state = JobState.RUNNING
             if job.first_started_at is None:
                 job.first_started_at = now
@@ -503,6 +513,14 @@ class Scheduler:
         nvml = self.meter.read_mj(indices) if self.meter else None
         try:
             handle = self.executor.start(request)
+        except NodeLost as exc:  # not the job's fault: planned again on the nodes left
+            with self.store.session() as s:
+                run, job = must_get(s, RunRow, run_id), must_get(s, JobRow, job_id)
+                run.state, run.ended_at, run.stop_reason = RunState.ENDED, self.clock(), "node-lost"
+                job.state, job.first_started_at = was
+                job.message = f"{exc}; planned again"
+            self.wake("node-lost")
+            return
         except Exception as exc:
             with self.store.session() as s:
                 run, job = must_get(s, RunRow, run_id), must_get(s, JobRow, job_id)

@@ -1,11 +1,12 @@
 """A full disk under the service: clear refusals, nothing half-stored, recovery when space
-returns. The data folder is a small tmpfs of its own (needs root and mount; skipped, saying
+returns; a read-only folder: a sentence at startup. The folders are small tmpfs of their own (needs root and mount; skipped, saying
 so, where the machine does not allow it)."""
 
 import errno
 import os
 import subprocess
 import sys
+from contextlib import contextmanager
 
 import pytest
 from conftest import wait_for, write_service_files
@@ -15,18 +16,25 @@ from andreas.service.sandbox import LocalService
 BODY = {"command": ["sleep", "3600"], "epochs": 1, "deadline_s": 86400, "profile": "one"}
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(disk)],
+@contextmanager
+def _tmpfs(folder, options):
+    """A tmpfs mounted on `folder` with mount `options` for the block (skips the test, saying
+    why, where the machine does not allow mounting)."""
+    folder.mkdir(exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)],
                              capture_output=True, text=True)
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()}): run as root")
     try:
-        yield disk
+        yield folder
     finally:
-        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    with _tmpfs(tmp_path / "disk", "size=64m") as disk:
+        yield disk
 
 
 def _fill(path):
@@ -81,13 +89,7 @@ def test_a_read_only_folder_stops_the_service_with_a_sentence(tmp_path, where):
     # a data folder the service cannot write to started the service anyway (the database
     # elsewhere): every job would then fail on its first log line. On SQLite's folder the
     # error said only "unable to open database file".
-    frozen = tmp_path / "frozen"
-    frozen.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", str(frozen)],
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a read-only tmpfs here ({mounted.stderr.strip()})")
-    try:
+    with _tmpfs(tmp_path / "frozen", "size=1m,ro") as frozen:
         config = write_service_files(tmp_path / "files")
         lines = {"data_dir": f"data_dir: {frozen}\n",
                  "database": f"data_dir: state\ndatabase_url: sqlite:///{frozen}/andreas.db\n"}
@@ -99,5 +101,3 @@ def test_a_read_only_folder_stops_the_service_with_a_sentence(tmp_path, where):
         assert f"cannot write to {frozen}" in served.stderr
         assert "Read-only file system" in served.stderr, served.stderr
         assert "Traceback" not in served.stderr
-    finally:
-        subprocess.run(["umount", "-l", str(frozen)], capture_output=True)

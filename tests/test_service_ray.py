@@ -63,6 +63,35 @@ def test_ray_executor_runs_places_and_cancels_real_jobs(tmp_path, ray_cluster):
         ray.shutdown()
 
 
+class _LongJob:
+    """A training job submitted to `client`, long enough (400 epochs of about 0.2 s) that an
+    orphan would outlive the tests' waits, and what the API says of it."""
+
+    def __init__(self, client) -> None:
+        self.client = client
+        self.id = client.post("/jobs", headers=ADMIN, json=train_job(
+            400, deadline_s=36000, profile="one", samples=80000)).json()["id"]
+
+    def job(self) -> dict:
+        return self.client.get(f"/jobs/{self.id}", headers=ADMIN).json()
+
+    def runs(self) -> list[dict]:
+        return self.client.get(f"/jobs/{self.id}/runs", headers=ADMIN).json()
+
+    def log(self) -> str:
+        return self.client.get(f"/jobs/{self.id}/logs", headers=ADMIN).text
+
+    def resumed(self) -> bool:
+        """Whether the last run resumed from the checkpoint and finished an epoch after it."""
+        tail = self.log().split("--- run ")[-1]
+        return "resumed from checkpoint" in tail and "done" in tail.split(
+            "resumed from checkpoint")[-1]
+
+    def cancel(self) -> None:
+        self.client.post(f"/jobs/{self.id}/cancel", headers=ADMIN)
+        wait_for(lambda: self.job()["state"] == "cancelled", timeout=60, what="cancellation")
+
+
 def test_a_killed_ray_actor_takes_its_job_along_and_the_job_resumes(tmp_path, ray_cluster):
     """Ray gives a dead actor's GPUs to the next task: its job must not run on there unseen
     (it did, to its end, and its restarted copies found the job's lock taken). The job stops
@@ -70,38 +99,22 @@ def test_a_killed_ray_actor_takes_its_job_along_and_the_job_resumes(tmp_path, ra
     config = read_service_config(write_service_files(
         tmp_path, nodes="", executor="ray", extra=f"ray_address: '{ray_cluster}'\n"))
     with TestClient(create_app(config, admin_token="admin-secret")) as client:
-        # long enough (400 epochs of about 0.2 s) that an orphan would outlive the waits below
-        job_id = client.post("/jobs", headers=ADMIN, json=train_job(
-            400, deadline_s=36000, profile="one", samples=80000)).json()["id"]
-
-        def job():
-            return client.get(f"/jobs/{job_id}", headers=ADMIN).json()
-
-        def runs():
-            return client.get(f"/jobs/{job_id}/runs", headers=ADMIN).json()
-
-        wait_for(lambda: job()["epochs_done"] >= 3 and all(processes(job_id)), timeout=120,
-                 what="progress and live processes")
-        launchers, trainers = processes(job_id)
+        long = _LongJob(client)
+        wait_for(lambda: long.job()["epochs_done"] >= 3 and all(processes(long.id)),
+                 timeout=120, what="progress and live processes")
+        launchers, trainers = processes(long.id)
         actor = psutil.Process(launchers[0]).ppid()  # the Ray worker that runs the actor
         os.kill(actor, signal.SIGKILL)
         wait_for(lambda: all_gone(launchers + trainers), timeout=30,
                  what="the dead actor's job to stop")
-
-        def log() -> str:
-            return client.get(f"/jobs/{job_id}/logs", headers=ADMIN).text
-
         # a new run resumed from the checkpoint and finished an epoch after it (a run started
         # while the old one was still stopping finds the lock taken, exits 75, and is retried)
-        wait_for(lambda: (lambda tail: "resumed from checkpoint" in tail
-                          and "done" in tail.split("resumed from checkpoint")[-1])(
-                              log().split("--- run ")[-1]),
-                 timeout=120, what="a new run to resume and make progress")
-        assert runs()[0]["stop_reason"] == "crashed"  # a lost actor: restarted, not failed
-        assert max(r["epochs_at_start"] for r in runs()) >= 3
-        client.post(f"/jobs/{job_id}/cancel", headers=ADMIN)
-        wait_for(lambda: job()["state"] == "cancelled", timeout=60, what="cancellation")
-        text = log()
+        wait_for(long.resumed, timeout=120, what="a new run to resume and make progress")
+        runs = long.runs()
+        assert runs[0]["stop_reason"] == "crashed"  # a lost actor: restarted, not failed
+        assert max(r["epochs_at_start"] for r in runs) >= 3
+        long.cancel()
+        text = long.log()
         assert "the process that started this job died" in text
         assert_each_epoch_once(text, None)
 
@@ -115,7 +128,7 @@ def _own_ray_cluster(workers: int):
     import subprocess
 
     ray = os.path.join(os.path.dirname(sys.executable), "ray")
-    with socket.socket() as s:  # outside Ray's worker port range (10002-19999)
+    with socket.socket() as s:  # the kernel's ephemeral range: above Ray's worker ports
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     subprocess.run([ray, "start", "--head", f"--port={port}", "--num-cpus=1", "--num-gpus=0",
@@ -154,42 +167,29 @@ def test_a_lost_ray_node_takes_its_runs_along_and_they_resume_on_another(tmp_pat
         config = read_service_config(write_service_files(
             tmp_path, nodes="", executor="ray", extra=f"ray_address: '{address}'\n"))
         with TestClient(create_app(config, admin_token="admin-secret")) as client:
-            assert len(client.get("/nodes", headers=ADMIN).json()) == 2
-            job_id = client.post("/jobs", headers=ADMIN, json=train_job(
-                400, deadline_s=36000, profile="one", samples=80000)).json()["id"]
 
-            def job():
-                return client.get(f"/jobs/{job_id}", headers=ADMIN).json()
+            def nodes() -> list[str]:
+                return [n["name"] for n in client.get("/nodes", headers=ADMIN).json()]
 
-            def runs():
-                return client.get(f"/jobs/{job_id}/runs", headers=ADMIN).json()
-
-            def log() -> str:
-                return client.get(f"/jobs/{job_id}/logs", headers=ADMIN).text
-
-            wait_for(lambda: job()["epochs_done"] >= 3 and all(processes(job_id)), timeout=120,
-                     what="progress and live processes")
-            lost = runs()[0]["node"]
-            launchers, trainers = processes(job_id)
+            assert len(nodes()) == 2
+            long = _LongJob(client)
+            wait_for(lambda: long.job()["epochs_done"] >= 3 and all(processes(long.id)),
+                     timeout=120, what="progress and live processes")
+            lost = long.runs()[0]["node"]
+            launchers, trainers = processes(long.id)
             actor = psutil.Process(psutil.Process(launchers[0]).ppid())  # the actor's worker
             raylet = psutil.Process(actor.ppid())
             assert "raylet" in " ".join(raylet.cmdline())
             raylet.kill()  # the whole node: its raylet, and with it its workers
             wait_for(lambda: all_gone(launchers + trainers), timeout=120,
                      what="the lost node's job to stop")
-            wait_for(lambda: [n["name"] for n in client.get("/nodes", headers=ADMIN).json()]
-                     and lost not in [n["name"] for n in
-                                      client.get("/nodes", headers=ADMIN).json()],
-                     timeout=120, what="the lost node to leave the cluster")
-            wait_for(lambda: (lambda tail: "resumed from checkpoint" in tail
-                              and "done" in tail.split("resumed from checkpoint")[-1])(
-                                  log().split("--- run ")[-1]),
-                     timeout=180, what="a new run to resume and make progress")
-            assert runs()[0]["stop_reason"] == "crashed"
-            assert runs()[-1]["node"] != lost and max(
-                r["epochs_at_start"] for r in runs()) >= 3
-            client.post(f"/jobs/{job_id}/cancel", headers=ADMIN)
-            wait_for(lambda: job()["state"] == "cancelled", timeout=60, what="cancellation")
-            assert_each_epoch_once(log(), None)
+            wait_for(lambda: nodes() and lost not in nodes(), timeout=120,
+                     what="the lost node to leave the cluster")
+            wait_for(long.resumed, timeout=180, what="a new run to resume and make progress")
+            runs = long.runs()
+            assert runs[0]["stop_reason"] == "crashed"
+            assert runs[-1]["node"] != lost and max(r["epochs_at_start"] for r in runs) >= 3
+            long.cancel()
+            assert_each_epoch_once(long.log(), None)
     finally:
         _stop_ray_cluster(session)

@@ -230,7 +230,7 @@ class Scenario:
     name: str = field(default="scenario")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Segment:
     """A stretch in which a job held GPUs on one node and configuration.
 

@@ -1,6 +1,6 @@
 """A full disk under the service: clear refusals, nothing half-stored, recovery when space
-returns; a read-only folder: a sentence at startup. The folders are small tmpfs of their own (needs root and mount; skipped, saying
-so, where the machine does not allow it)."""
+returns; a read-only folder: a sentence at startup. The folders are small tmpfs of their own
+(needs root and mount; skipped, saying so, where the machine does not allow it)."""
 
 import errno
 import os

@@ -42,17 +42,17 @@ class RayExecutor:
                                f"'{{\"gpu_type:TYPE\": N}}'`") from None
         self._names: dict[str, str] = {}  # Ray node id -> our name for it, kept for good
         self._node_ids: dict[str, str] = {}  # name -> Ray node id, of the alive nodes
-        self._nodes = self._discover()
-        self._read_at = time.monotonic()
+        self._discover()
         if not self._nodes:
             raise AndreasError("the Ray cluster has no node with a 'gpu_type:<NAME>' resource; "
                                "expected e.g. --resources '{\"gpu_type:V100\": 4}'")
         self._runner = ray.remote(num_cpus=0)(_JobRunner)
 
-    def _discover(self) -> list[NodeInfo]:
-        """The alive nodes that advertise a GPU type. A node keeps the name it was first seen
-        with (its node name, or address; with the node id's start when another node has it
-        already, as for several nodes on one machine): runs record it."""
+    def _discover(self) -> None:
+        """Read the alive nodes that advertise a GPU type into `_nodes` and `_node_ids`, and
+        when into `_read_at`. A node keeps the name it was first seen with (its node name, or
+        address; with the node id's start when another node has it already, as for several
+        nodes on one machine): runs record it."""
         found, ids = [], {}
         for node in sorted(self.ray.nodes(), key=lambda n: n["NodeID"]):
             if not node.get("Alive"):
@@ -69,16 +69,14 @@ class RayExecutor:
                     gpus = int(amount)
                     found.append(NodeInfo(self._names[node_id], key[len(RESOURCE_PREFIX):],
                                           gpus, tuple(range(gpus))))
-        self._node_ids = ids
-        return found
+        self._nodes, self._node_ids, self._read_at = found, ids, time.monotonic()
 
     def nodes(self) -> list[NodeInfo]:
         """The alive nodes, re-read from Ray at most every NODES_TTL_S: a node whose raylet
         is gone leaves the plan (its runs' actors died with it: the service restarts those
         jobs elsewhere from their checkpoints), and a node that joins is used."""
         if time.monotonic() - self._read_at > NODES_TTL_S:
-            self._nodes = self._discover()
-            self._read_at = time.monotonic()
+            self._discover()
         return list(self._nodes)
 
     def start(self, request: LaunchRequest) -> dict:
@@ -98,7 +96,7 @@ class RayExecutor:
                 request.launcher_argv(exit_with_parent=True), request.env, request.workdir),
                 timeout=60)
         except Exception:
-            self._nodes, self._read_at = self._discover(), time.monotonic()
+            self._discover()
             if request.node not in self._node_ids:  # it died under the actor
                 raise NodeLost(f"node {request.node} left the Ray cluster as the run "
                                "started") from None

@@ -69,10 +69,9 @@ def lookahead(ctx: PlanningContext, placed: Placed) -> float:
 class NeighbourScores:
     """Scores of plans one move away from a base plan (a hill climb's neighbours, with the
     jobs each move changed): the base's arrays are built once and each neighbour's are a
-    copy with its changed entries patched,
-    so a neighbour costs Python work in its changes, not in the queue (rebuilding the arrays
-    of every job for every neighbour was most of a resize step). The same arrays as built
-    from scratch, so exactly the same score."""
+    copy with its changed entries patched, so a neighbour costs Python work in its changes,
+    not in the queue (rebuilding the arrays of every job for every neighbour was most of a
+    resize step). The same arrays as built from scratch, so exactly the same score."""
 
     def __init__(self, ctx: PlanningContext, name: str) -> None:
         self.ctx, self.name = ctx, name

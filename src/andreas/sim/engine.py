@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import time as wallclock
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 from ..cost import tardiness_cost
 from ..errors import AndreasError
@@ -33,6 +33,7 @@ from ..policies.base import (
 )
 from ..policies.decision import Decision
 from .events import EPS, Arrival, Completion, EventQueue, Timer
+from .segment_log import SegmentLog
 
 
 class SimulationError(AndreasError):
@@ -124,7 +125,7 @@ class SimulationResult:
     policy: str
     seed: int | None
     scenario: Scenario
-    segments: list[Segment]
+    segments: Sequence[Segment]  # a SegmentLog from the simulator
     jobs: list[JobRecord]
     rescheduling_points: int
     scheduler_seconds: float
@@ -197,7 +198,9 @@ class Simulator:
         self.on_progress = on_progress
         self.node_names = [n.name for n in self.cluster.nodes]
         self.node_index = {n: i for i, n in enumerate(self.node_names)}
-        self.segments: list[Segment] = []
+        self.job_ids: list[str] = []  # by _JobState.index
+        self.segments = SegmentLog(self.job_ids,
+                                   [(n.name, n.gpu_type) for n in self.cluster.nodes])
         self.states: dict[str, _JobState] = {}
         self.energy_joules = 0.0
         self.energy_eur = 0.0
@@ -289,6 +292,7 @@ class Simulator:
     def activate(self, job: Job) -> None:
         """A job arrives (Arrival events, and the preset's jobs)."""
         s = _JobState(job, job.epochs, len(self.states))
+        self.job_ids.append(job.job_id)
         self.active[job.job_id] = self.states[job.job_id] = s
 
     def finish(self, s: _JobState, now: float) -> None:
@@ -486,16 +490,13 @@ class Simulator:
         self._settle(st.node, now)
         done = st.epochs_at(now) if epochs is None else epochs
         s.remaining -= done
-        node = self.cluster.nodes[st.node]
         restart_stop = min(st.restart_end, now)
         if restart_stop > st.start:
-            self.segments.append(Segment(s.job.job_id, node.name, node.gpu_type, st.gpus,
-                                         st.start, restart_stop, 0.0, "restart", st.limit_w,
-                                         st.saved_w + st.restart_saved_w))
+            self.segments.append(s.index, st.node, st.gpus, st.start, restart_stop, 0.0,
+                                 "restart", st.limit_w, st.saved_w + st.restart_saved_w)
         if now > st.restart_end:
-            self.segments.append(Segment(s.job.job_id, node.name, node.gpu_type, st.gpus,
-                                         st.restart_end, now, done, "run", st.limit_w,
-                                         st.saved_w))
+            self.segments.append(s.index, st.node, st.gpus, st.restart_end, now, done, "run",
+                                 st.limit_w, st.saved_w)
         state = self.nodes[st.node]
         state.busy -= st.gpus
         state.saved = state.saved - st.saved_w if state.busy else 0.0

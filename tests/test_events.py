@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 from helpers import cluster, job, scenario
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from andreas.policies import make_policy
 from andreas.policies.base import Assignment
@@ -106,3 +108,33 @@ def test_a_non_preempting_policy_decides_alike_on_the_waiting_jobs_alone():
         assert a.segments == b.segments, name
         assert a.summary["rescheduling_points"] == b.summary["rescheduling_points"]
         assert a.summary["restarts"] == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.floats(0.0, 50.0)), min_size=1, max_size=80))
+def test_dropping_superseded_completions_keeps_what_pops_and_bounds_the_heap(moves):
+    """Jobs moved again and again (each move: a new completion, the old one superseded): the
+    queue pops the same events as one that never drops any, and its heap stays near the
+    number of events that still hold."""
+    sim = _Sim()
+    kept, plain = EventQueue(compact_after=2), EventQueue(compact_after=10**9)
+    states = [_JobState(job(f"j{k}"), 1.0, k, stretch=object())  # type: ignore[arg-type]
+              for k in range(6)]
+    for k, end in moves:
+        s = states[k]
+        if s.stamp:
+            kept.supersede(sim)  # type: ignore[arg-type]
+            plain.supersede(sim)  # type: ignore[arg-type]
+        s.stamp += 1
+        for q in (kept, plain):
+            q.push(Completion(end, s, s.stamp))
+        live = sum(1 for x in states if x.stamp)
+        assert len(kept.heap) <= max(2 * live, live + kept.compact_after) + 1
+
+    def drain(q):
+        out = []
+        while (t := q.next_time(sim)) < math.inf:
+            out += [(e.time, e.state.index) for e in q.pop_batch(sim, t)]  # type: ignore[attr-defined]
+        return out
+
+    assert drain(kept) == drain(plain)

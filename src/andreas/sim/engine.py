@@ -488,6 +488,8 @@ class Simulator:
         st = s.stretch
         assert st is not None
         self._settle(st.node, now)
+        if epochs is None:  # stopped before its end: its completion event no longer holds
+            self.queue.supersede(self)
         done = st.epochs_at(now) if epochs is None else epochs
         s.remaining -= done
         restart_stop = min(st.restart_end, now)

@@ -3,9 +3,11 @@
 An event knows its time and what happens when it fires. Every arrival is pushed at the start,
 a completion when a job takes GPUs, and the three timers (the next round's tick, the next price
 change, the policy's revisit) are re-armed after every decision point.
-Nothing is removed from the heap: an event that no longer holds (a completion whose job was
-paused or moved, a timer re-armed elsewhere) carries an old stamp and is skipped when popped.
-So the work per event follows what the event touches, not the number of active jobs.
+An event that no longer holds (a completion whose job was paused or moved, a timer re-armed
+elsewhere) carries an old stamp and is skipped when popped, so the work per event follows what
+the event touches, not the number of active jobs. When such events make up most of the heap it
+is rebuilt without them (`EventQueue.supersede`): a replay that moves jobs millions of times
+keeps a heap the size of what is still to come.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ if TYPE_CHECKING:
 EPS = 1e-9
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Event:
     """Something that happens at `time`. `stamp` is compared with its source's current stamp
     when popped: a mismatch means the event was superseded."""
@@ -36,7 +38,7 @@ class Event:
         raise NotImplementedError
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Arrival(Event):
     """A job is submitted."""
 
@@ -47,7 +49,7 @@ class Arrival(Event):
         sim.activate(self.job)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Completion(Event):
     """A running job finishes its last epoch (if it still holds the stretch it was pushed
     with)."""
@@ -81,7 +83,7 @@ class Timer:
             queue.push(TimerEvent(at, self, self.stamp))
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class TimerEvent(Event):
     timer: Timer
     stamp: int
@@ -100,6 +102,18 @@ class EventQueue:
 
     heap: list[tuple[float, int, Event]] = field(default_factory=list)
     pushed: int = 0
+    stale: int = 0  # events on the heap known to no longer hold
+    compact_after: int = 1024  # at least this many stale events before a rebuild
+
+    def supersede(self, sim: Simulator) -> None:
+        """One event on the heap no longer holds (a running job's completion, when the job
+        stops early); past half the heap, drop every such event. An event never holds again
+        once it stops holding (stamps only grow), and ties keep their push order."""
+        self.stale += 1
+        if self.stale >= self.compact_after and 2 * self.stale > len(self.heap):
+            self.heap = [item for item in self.heap if item[2].valid(sim)]
+            heapq.heapify(self.heap)
+            self.stale = 0
 
     def push(self, event: Event) -> None:
         self.pushed += 1

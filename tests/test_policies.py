@@ -201,3 +201,55 @@ def test_node_orders_stay_best_fit_order_as_a_pass_takes_gpus(nodes, takes, home
                                  order, start, pos) == expected
         if n < len(nodes) and free[n] >= g:
             take_gpus(n, g, free, node_type, order, start, pos)
+
+
+@st.composite
+def roomy_snapshots(draw):
+    """Few jobs on 8-GPU nodes with room to grow, some of them running, some due soon: the
+    post-processing's ground (idle GPUs handed to jobs that gain from them)."""
+    n_nodes = draw(st.integers(1, 3))
+    nodes = [(f"n{i}", "AB"[i % 2], 8) for i in range(n_nodes)]
+    power = {t: sorted(draw(st.lists(st.floats(50, 500), min_size=8, max_size=8)))
+             for t in "AB"}
+    profiles = {p: {(t, g): draw(st.floats(1, 100)) / g ** draw(st.floats(0.3, 1.0))
+                    for t in "AB" for g in (1, 2, 3, 4, 6, 8)} for p in ("p0", "p1")}
+    n_jobs = draw(st.integers(1, 8))
+    jobs = [job(f"j{i}", due=draw(st.sampled_from([200.0, 1000.0]) | st.floats(10, 3000)),
+                weight=draw(st.floats(0.001, 5.0)),
+                epochs=draw(st.sampled_from([5.0, 20.0]) | st.floats(1, 50)),
+                profile=draw(st.sampled_from(["p0", "p1"]))) for i in range(n_jobs)]
+    running = {f"j{i}": (f"n{i % n_nodes}", 1) for i in range(n_jobs) if draw(st.booleans())}
+    overhead = draw(st.sampled_from([0.0, 60.0]))
+    return snapshot(scenario(cluster(nodes, power, overhead=overhead), profiles, jobs),
+                    running=running)
+
+
+@settings(max_examples=300, deadline=None)
+@given(roomy_snapshots(), st.data(), st.sampled_from(["fast", "plain"]))
+def test_post_processing_bound_changes_nothing(snap, data, impl):
+    """kernel.post_process judges a trial from the two look-ahead terms it changes when no job
+    waits: from any placement of every job, the same placements, GPUs and score, to the bit,
+    as scoring every trial whole."""
+    import numpy as np
+
+    from andreas.policies import passes
+
+    ctx = PlanningContext(snap)
+    k = ctx.packed
+    J = len(ctx.job_ids)
+    node, cand = np.full(J, -1, np.int64), np.full(J, -1, np.int64)
+    moved, free = np.zeros(J, np.bool_), np.array(ctx.node_cap, np.int64)
+    for j in range(J):  # each job on a candidate and node drawn among those that fit
+        fits = [(n, c) for c in range(int(k.nc[j])) for n in range(len(free))
+                if k.node_type[n] == k.ct[j, c] and k.cg[j, c] <= free[n]]
+        if fits:
+            node[j], cand[j] = data.draw(st.sampled_from(fits))
+            free[node[j]] -= k.cg[j, cand[j]]
+            moved[j] = k.cmov[j, cand[j]] and node[j] != k.home[j]
+    results = []
+    for bound in (True, False):
+        r = passes.PassResult(node.copy(), cand.copy(), moved.copy(), free.copy())
+        score = passes.post_process(ctx, r, "lookahead", impl, bound=bound)
+        results.append((score, r.node.tolist(), r.cand.tolist(), r.moved.tolist(),
+                        r.free.tolist()))
+    assert results[0] == results[1]

@@ -463,17 +463,81 @@ def greedy_pass(order, use_rand, u_config, u_node, free, pn, pc, pm, ct, cg, cti
 
 
 @njit(cache=True)
+def _node_energy(n, start, members, pc, pm, cg, ctime, mtime, node_type, power, eur):
+    """Node n's energy term of the look-ahead (lookahead_score): its jobs' GPUs drawn until
+    each ends, shortest first."""
+    m = start[n + 1] - start[n]
+    t = np.empty(m)
+    g = np.empty(m, np.int64)
+    busy = 0
+    for a in range(m):
+        j = members[start[n] + a]
+        c = pc[j]
+        t[a] = mtime[j, c] if pm[j] else ctime[j, c]
+        g[a] = cg[j, c]
+        busy += g[a]
+    for a in range(1, m):  # sort (time, gpus) ascending, as lookahead_score does
+        xt = t[a]
+        xg = g[a]
+        b = a - 1
+        while b >= 0 and (t[b] > xt or (t[b] == xt and g[b] > xg)):
+            t[b + 1] = t[b]
+            g[b + 1] = g[b]
+            b -= 1
+        t[b + 1] = xt
+        g[b + 1] = xg
+    cost = 0.0
+    prev = 0.0
+    typ = node_type[n]
+    for a in range(m):
+        cost += power[typ, busy - 1] * (t[a] - prev) * eur
+        busy -= g[a]
+        prev = t[a]
+    return cost
+
+
+@njit(cache=True)
+def _late_cost(j, pc, pm, ctime, mtime, due, weight, now):
+    """Job j's tardiness term of the look-ahead, on its placed configuration."""
+    c = pc[j]
+    late = now + (mtime[j, c] if pm[j] else ctime[j, c]) - due[j]
+    return weight[j] * late if late > 0 else 0.0
+
+
+@njit(cache=True)
 def post_process(pn, pc, pm, free, ct, cg, ctime, cmov, mtime, cen, nc, home, use_lookahead,
                  wait_penalty, due, weight, pressure_rank, node_type, power, type_capacity,
-                 now, eur):
+                 now, eur, bound=True):
     """Hand idle GPUs of used nodes (nodes in the order of the first job placed there) to the
     job there whose run time drops most, only when that lowers the plan's score (more busy
     GPUs draw more power than a shorter run may save). Updates pc, pm and `free`; returns
-    the final score."""
+    the final score. `bound=False` scores every trial whole (the reference for the bound
+    below)."""
     J = pn.shape[0]
     N = node_type.shape[0]
-    cost = _score(use_lookahead, pn, pc, pm, ct, cg, ctime, mtime, cen, nc, wait_penalty,
-                  due, weight, pressure_rank, node_type, power, type_capacity, now, eur)
+    start, members = _jobs_by_node(pn, N)  # pn does not change here
+    # With the look-ahead and no job waiting, a plan's score is a sum of node energies and job
+    # tardiness, and a trial that changes one job on one node changes two of its terms: their
+    # difference decides the trial, except where it is within rounding of zero (then the whole
+    # scores decide, as they would for every trial). Same decisions, same final score.
+    bounded = use_lookahead and bound
+    for j in range(J):
+        if pn[j] < 0:
+            bounded = False
+    node_e = np.zeros(N)
+    scale = 1.0  # sum of the terms' magnitudes: bounds the rounding of either sum
+    cost = 0.0
+    if bounded:
+        for n in range(N):
+            if start[n + 1] > start[n]:
+                node_e[n] = _node_energy(n, start, members, pc, pm, cg, ctime, mtime,
+                                         node_type, power, eur)
+                scale += abs(node_e[n])
+        for j in range(J):
+            scale += _late_cost(j, pc, pm, ctime, mtime, due, weight, now)
+    else:
+        cost = _score(use_lookahead, pn, pc, pm, ct, cg, ctime, mtime, cen, nc, wait_penalty,
+                      due, weight, pressure_rank, node_type, power, type_capacity, now, eur)
     first_j = np.full(N, J, np.int64)
     for j in range(J):
         if pn[j] >= 0 and first_j[pn[j]] == J:
@@ -483,7 +547,6 @@ def post_process(pn, pc, pm, free, ct, cg, ctime, cmov, mtime, cen, nc, home, us
     opt_drop = np.empty(size)
     opt_j = np.empty(size, np.int64)
     opt_c = np.empty(size, np.int64)
-    start, members = _jobs_by_node(pn, N)  # pn does not change here
     for oi in range(N):
         n = node_order[oi]
         if first_j[n] == J:
@@ -525,20 +588,51 @@ def post_process(pn, pc, pm, free, ct, cg, ctime, cmov, mtime, cen, nc, home, us
                 c = opt_c[k]
                 old_c = pc[j]
                 old_m = pm[j]
+                old_late = _late_cost(j, pc, pm, ctime, mtime, due, weight, now) \
+                    if bounded else 0.0
                 pc[j] = c
                 pm[j] = cmov[j, c] and n != home[j]
-                trial = _score(use_lookahead, pn, pc, pm, ct, cg, ctime, mtime, cen, nc,
-                               wait_penalty, due, weight, pressure_rank, node_type, power,
-                               type_capacity, now, eur)
-                if trial < cost - 1e-12:
-                    free[n] -= cg[j, c] - cg[j, old_c]
-                    cost = trial
-                    accepted = True
-                    break
+                if bounded:
+                    e = _node_energy(n, start, members, pc, pm, cg, ctime, mtime, node_type,
+                                     power, eur)
+                    new_late = _late_cost(j, pc, pm, ctime, mtime, due, weight, now)
+                    rise = e - node_e[n] + new_late - old_late
+                    if abs(rise) <= 1e-9 * scale:  # a close call: the whole scores decide
+                        trial = _score(use_lookahead, pn, pc, pm, ct, cg, ctime, mtime, cen,
+                                       nc, wait_penalty, due, weight, pressure_rank, node_type,
+                                       power, type_capacity, now, eur)
+                        pc[j] = old_c
+                        pm[j] = old_m
+                        here = _score(use_lookahead, pn, pc, pm, ct, cg, ctime, mtime, cen, nc,
+                                      wait_penalty, due, weight, pressure_rank, node_type,
+                                      power, type_capacity, now, eur)
+                        pc[j] = c
+                        pm[j] = cmov[j, c] and n != home[j]
+                        lower = trial < here - 1e-12
+                    else:
+                        lower = rise < 0
+                    if lower:
+                        free[n] -= cg[j, c] - cg[j, old_c]
+                        scale += abs(e) + new_late
+                        node_e[n] = e
+                        accepted = True
+                        break
+                else:
+                    trial = _score(use_lookahead, pn, pc, pm, ct, cg, ctime, mtime, cen, nc,
+                                   wait_penalty, due, weight, pressure_rank, node_type, power,
+                                   type_capacity, now, eur)
+                    if trial < cost - 1e-12:
+                        free[n] -= cg[j, c] - cg[j, old_c]
+                        cost = trial
+                        accepted = True
+                        break
                 pc[j] = old_c
                 pm[j] = old_m
             if not accepted:
                 break
+    if bounded:
+        return _score(use_lookahead, pn, pc, pm, ct, cg, ctime, mtime, cen, nc, wait_penalty,
+                      due, weight, pressure_rank, node_type, power, type_capacity, now, eur)
     return cost
 
 

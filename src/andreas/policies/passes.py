@@ -67,16 +67,16 @@ def greedy_pass(ctx: PlanningContext, order: list[int], *, free: list[int] | Non
 
 
 def post_process(ctx: PlanningContext, result: PassResult, score: str = "proxy",
-                 impl: str = "fast") -> float:
+                 impl: str = "fast", bound: bool = True) -> float:
     """Hand idle GPUs of used nodes to the jobs that gain most while the plan's `score`
     ("proxy" or "lookahead") drops (kernel.post_process); updates `result`, returns the
-    score."""
+    score. `bound=False`: every trial scored whole (the same result, slower)."""
     k = ctx.packed
     return float(compiled("post_process", impl)(
         result.node, result.cand, result.moved, result.free, k.ct, k.cg, k.ctime, k.cmov,
         k.mtime, k.cen, k.nc, k.home, score == "lookahead", k.wait_penalty, k.due, k.weight,
         k.pressure_rank, k.node_type, k.power, k.type_capacity, float(ctx.now),
-        float(ctx.eur_per_joule)))
+        float(ctx.eur_per_joule), bound))
 
 
 def added_energy(ctx: PlanningContext, node: int, free: int, gpus: int, time_s: float,

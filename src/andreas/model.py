@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Mapping
 
@@ -122,6 +123,11 @@ class Cluster:
     def __reduce__(self):  # read-only mappings do not pickle; worker processes need this
         return (Cluster, (dict(self.gpu_types), self.nodes, self.energy_price, self.pue,
                           self.restart_overhead_s, self.tariff))
+
+    @cached_property
+    def total_gpus(self) -> int:
+        """GPUs of all nodes (read at every decision by the load estimates)."""
+        return sum(n.gpus for n in self.nodes)
 
     def node_index(self, name: str) -> int:
         for i, node in enumerate(self.nodes):

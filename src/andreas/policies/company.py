@@ -98,7 +98,7 @@ class ArrivalLog:
         if len(newest) < 2 or span <= 0:
             return math.inf
         work = sum(w for _, w in newest) / len(newest)
-        gpus = sum(n.gpus for n in snapshot.cluster.nodes)
+        gpus = snapshot.cluster.total_gpus
         return (len(newest) - 1) / span * work / gpus
 
 

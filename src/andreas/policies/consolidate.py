@@ -218,7 +218,7 @@ def consolidate(snapshot: Snapshot, plan: Plan, *, share: float, load: float,
     joules = {n: node_energy(types[by_name[n].gpu_type], runs[n]) for n in used}
     best_cost = sum(joules.values()) * cluster.eur_per_joule() + tardiness
     density = {n: joules[n] / max(EPS, sum(e * g for e, g in runs[n])) for n in used}
-    total_gpus = sum(n.gpus for n in cluster.nodes)
+    total_gpus = cluster.total_gpus
 
     made: dict[tuple, list[tuple]] = {}  # the jobs' timeline terms, per GPU types kept
 

@@ -6,9 +6,26 @@ Ray cluster; `slurm` submits them to a Slurm cluster. All start jobs through
 once.
 """
 
-from .base import Executor, LaunchRequest, NodeInfo, NodeLost, RunStatus
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .base import Executor, LaunchRequest, NodeInfo, NodeLost, RunStatus
 
 __all__ = ["Executor", "LaunchRequest", "NodeInfo", "NodeLost", "RunStatus", "make_executor"]
+
+
+def __getattr__(name: str) -> Any:
+    """The executor types, imported when first asked for: every job starts through
+    `python -m andreas.executors.launch`, which imports this package first, and the
+    wrapper's start-up is CPU the service and the other jobs share (base.py and its imports
+    were half of it)."""
+    if name in __all__:
+        from . import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def make_executor(kind: str, nodes: list[NodeInfo], *, hidden_values: tuple[str, ...] = (),

@@ -101,3 +101,38 @@ def test_a_read_only_folder_stops_the_service_with_a_sentence(tmp_path, where):
         assert f"cannot write to {frozen}" in served.stderr
         assert "Read-only file system" in served.stderr, served.stderr
         assert "Traceback" not in served.stderr
+
+
+def test_a_data_folder_turned_read_only_keeps_jobs_queued_and_says_why(tmp_path):
+    """The data folder (logs, checkpoints, run folders) turns read-only while the service
+    runs, the database elsewhere: a job that should start stays queued, not failed, with the
+    reason on the job and on /healthz; it starts once the folder is writable again."""
+    files = write_service_files(tmp_path / "files").parent
+    with _tmpfs(tmp_path / "data", "size=16m") as data:
+        service = LocalService(tmp_path / "svc", (files / "cluster.yaml").read_text(),
+                               (files / "profiles.csv").read_text(),
+                               options=f"policy: fifo\nperiod_s: null\ngrace_s: 1\n"
+                                       f"data_dir: {data}\n",
+                               database_url=f"sqlite:///{tmp_path}/andreas.db")
+        with service:
+            remounted = subprocess.run(["mount", "-o", "remount,ro", str(data)],
+                                       capture_output=True, text=True)
+            assert remounted.returncode == 0, remounted.stderr
+            job_id = service.post("/jobs", json=BODY).json()["id"]
+            job = wait_for(lambda: (lambda j: j if "read-only" in (j["reason"] or "").lower()
+                                    else None)(service.get(f"/jobs/{job_id}").json()),
+                           what="the job to say why it waits")
+            assert job["state"] == "queued" and str(data) in job["reason"], job
+            assert job["first_started_at"] is None and job["measured"]["energy_cost"] == 0, job
+            runs = service.get(f"/jobs/{job_id}/runs").json()  # none began: none took time
+            assert all(r["stop_reason"] == "data-folder" and r["ended_at"] == r["started_at"]
+                       for r in runs), runs
+            health = service.get("/healthz").json()
+            assert health["status"] == "degraded" and str(data) in health["scheduler"], health
+
+            subprocess.run(["mount", "-o", "remount,rw", str(data)], check=True)
+            wait_for(lambda: service.get(f"/jobs/{job_id}").json()["state"] == "running",
+                     what="the job to start once the folder is writable", timeout=90)
+            service.post(f"/jobs/{job_id}/cancel")
+            wait_for(lambda: service.get(f"/jobs/{job_id}").json()["state"] == "cancelled",
+                     what="the job to stop")

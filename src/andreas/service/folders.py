@@ -1,8 +1,10 @@
 """The service's own folders (its data folder, SQLite's): checked once at startup, so that a
-folder the service cannot write to stops it with a sentence, not a job failing later."""
+folder the service cannot write to stops it with a sentence, not a job failing later; and a
+folder that stops taking writes while the service runs told apart from a job's own error."""
 
 from __future__ import annotations
 
+import errno
 import tempfile
 from pathlib import Path
 
@@ -20,3 +22,23 @@ def ensure_writable(folder: Path, what: str, fix: str) -> None:
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise AndreasError(f"cannot write to {folder} ({what}): {reason}; {fix}") from None
+
+
+REFUSED_WRITES = {errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM}
+
+
+class FolderRefused(AndreasError):
+    """The service's own folder refused a write (read-only, full, no permission): nothing a
+    job did, so the job waits and the service says why until the folder takes writes."""
+
+
+def refused_write(exc: OSError, folder: Path) -> FolderRefused | None:
+    """A FolderRefused naming the path and the system's reason when `exc` is a refused write
+    inside `folder`; None for any other error (a job's missing working folder, say)."""
+    if exc.errno not in REFUSED_WRITES or exc.filename is None:
+        return None
+    path = Path(exc.filename)
+    if not path.is_relative_to(folder):
+        return None
+    return FolderRefused(f"cannot write to {path} in the data folder {folder}: "
+                         f"{exc.strerror}; jobs wait until it takes writes again")

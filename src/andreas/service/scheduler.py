@@ -23,7 +23,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 from sqlalchemy import func, select, update
 
@@ -37,6 +37,7 @@ from .accounting import Accounting
 from .config import ServiceConfig
 from .db import DrainedNode, JobRow, ProgressRow, RunRow, User
 from .decider import Decider, make_decider, warm_up_snapshot
+from .folders import FolderRefused, refused_write
 from .learning import speed_factor
 from .metrics import decision_histogram
 from .planner import Planner, waiting_reasons
@@ -481,6 +482,14 @@ class Scheduler:
             log.warning("job %s: not enough free GPUs on %s yet", job_id, node.name)
             self.wake("retry")
             return
+        job_dir = self.job_dir(job_id)
+        try:  # before a run is recorded: a data folder that refuses writes records none
+            (job_dir / "checkpoint").mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            refused = refused_write(exc, self.config.data_dir)
+            if refused is None:
+                raise
+            self._refused(job_id, refused)
         token = new_token()
         now = self.clock()
         with self.store.session() as s:  # recorded before the process exists
@@ -497,8 +506,6 @@ class Scheduler:
             if job.first_started_at is None:
                 job.first_started_at = now
             command, workdir, epochs = list(job.command), job.workdir, job.epochs
-        job_dir = self.job_dir(job_id)
-        (job_dir / "checkpoint").mkdir(parents=True, exist_ok=True)
         request = LaunchRequest(
             run_id=run_id, job_id=job_id, node=node.name, gpu_indices=tuple(indices),
             command=tuple(command), workdir=workdir,
@@ -521,18 +528,45 @@ class Scheduler:
                 job.message = f"{exc}; planned again"
             self.wake("node-lost")
             return
-        except Exception as exc:
+        except OSError as exc:
+            refused = refused_write(exc, self.config.data_dir)
+            if refused is None:
+                self._start_failed(run_id, job_id, exc)
+                return
+            # The service's folder, not the job: no run happened (it ends as it began, so no
+            # energy is counted) and the job waits as it was
             with self.store.session() as s:
                 run, job = must_get(s, RunRow, run_id), must_get(s, JobRow, job_id)
-                run.state, run.ended_at = RunState.ENDED, self.clock()
-                run.stop_reason = "start-failed"
-                job.state, job.message = JobState.FAILED, f"could not start: {exc}"
+                run.state, run.ended_at, run.stop_reason = (RunState.ENDED, run.started_at,
+                                                            "data-folder")
+                job.state, job.first_started_at = was
+            self._refused(job_id, refused)
+        except Exception as exc:
+            self._start_failed(run_id, job_id, exc)
             return
         with self.store.session() as s:
             run = must_get(s, RunRow, run_id)
             run.handle, run.nvml_start_mj = handle, nvml
             if run.state == RunState.STARTING:
                 run.state = RunState.RUNNING
+
+    def _refused(self, job_id: str, refused: FolderRefused) -> NoReturn:
+        """The data folder refused a write while starting `job_id`: the job keeps waiting with
+        the reason as its message, and the tick fails with it, which /healthz and every
+        waiting job's `reason` show (failed ticks retry, backing off, until it takes
+        writes)."""
+        with self.store.session() as s:
+            must_get(s, JobRow, job_id).message = str(refused)
+        raise refused
+
+    def _start_failed(self, run_id: int, job_id: str, exc: Exception) -> None:
+        """The job's start failed for a reason of its own (a missing working folder, a
+        command that cannot run): it fails, saying why."""
+        with self.store.session() as s:
+            run, job = must_get(s, RunRow, run_id), must_get(s, JobRow, job_id)
+            run.state, run.ended_at = RunState.ENDED, self.clock()
+            run.stop_reason = "start-failed"
+            job.state, job.message = JobState.FAILED, f"could not start: {exc}"
 
     def _record_plan(self, snapshot: Snapshot, plan, predicted, reasons, decision_s) -> None:
         info = PlanInfo(time=snapshot.time, reasons=list(reasons), decision_s=decision_s,

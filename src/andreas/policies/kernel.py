@@ -248,6 +248,46 @@ def _jobs_by_node(pn, N):
 
 
 @njit(cache=True)
+def _node_energy(n, start, members, pg, ptime, node_type, power, eur, acc):
+    """`acc` plus node n's energy term of the look-ahead: its jobs' GPUs (`pg`) drawn until
+    each ends (`ptime`), shortest first. (Added to `acc` term by term, so the look-ahead's sum
+    is the same to the bit whichever caller adds it up.)"""
+    m = start[n + 1] - start[n]
+    t = np.empty(m)
+    g = np.empty(m, np.int64)
+    busy = 0
+    for a in range(m):
+        j = members[start[n] + a]
+        t[a] = ptime[j]
+        g[a] = pg[j]
+        busy += g[a]
+    for a in range(1, m):  # sort (time, gpus) ascending
+        xt = t[a]
+        xg = g[a]
+        b = a - 1
+        while b >= 0 and (t[b] > xt or (t[b] == xt and g[b] > xg)):
+            t[b + 1] = t[b]
+            g[b + 1] = g[b]
+            b -= 1
+        t[b + 1] = xt
+        g[b + 1] = xg
+    prev = 0.0
+    typ = node_type[n]
+    for a in range(m):
+        acc += power[typ, busy - 1] * (t[a] - prev) * eur
+        busy -= g[a]
+        prev = t[a]
+    return acc
+
+
+@njit(cache=True)
+def _late_cost(j, ptime, due, weight, now):
+    """Job j's tardiness term of the look-ahead, ending `ptime[j]` from now."""
+    late = now + ptime[j] - due[j]
+    return weight[j] * late if late > 0 else 0.0
+
+
+@njit(cache=True)
 def lookahead_score(pn, pt, pg, ptime, P_ct, P_cg, P_ctime, P_cen, nc, due, weight,
                     pressure_rank, node_type, power, type_capacity, now, eur):
     """The look-ahead (scoring.py): exact node energy and tardiness of the scheduled jobs, and a
@@ -280,44 +320,15 @@ def lookahead_score(pn, pt, pg, ptime, P_ct, P_cg, P_ctime, P_cen, nc, due, weig
         nrel += 1
         if first_j[pn[j]] == J:
             first_j[pn[j]] = j
-        late = now + t - due[j]
-        if late > 0:
-            cost += weight[j] * late
+        cost += _late_cost(j, ptime, due, weight, now)
     # nodes in order of their first job
     order = np.argsort(first_j, kind="mergesort")
-    items_t = np.empty(J)
-    items_g = np.empty(J, np.int64)
     start, members = _jobs_by_node(pn, N)
     for oi in range(N):
         node = order[oi]
         if first_j[node] == J:
             break
-        m = 0
-        for q in range(start[node], start[node + 1]):
-            j = members[q]
-            items_t[m] = ptime[j]
-            items_g[m] = pg[j]
-            m += 1
-        # sort (time, gpus) ascending
-        for a in range(1, m):
-            xt = items_t[a]
-            xg = items_g[a]
-            b = a - 1
-            while b >= 0 and (items_t[b] > xt or (items_t[b] == xt and items_g[b] > xg)):
-                items_t[b + 1] = items_t[b]
-                items_g[b + 1] = items_g[b]
-                b -= 1
-            items_t[b + 1] = xt
-            items_g[b + 1] = xg
-        busy = 0
-        for a in range(m):
-            busy += items_g[a]
-        prev = 0.0
-        typ = node_type[node]
-        for a in range(m):
-            cost += power[typ, busy - 1] * (items_t[a] - prev) * eur
-            busy -= items_g[a]
-            prev = items_t[a]
+        cost = _node_energy(node, start, members, pg, ptime, node_type, power, eur, cost)
     if nwait == 0:
         return cost
     # waiting jobs by pressure rank
@@ -463,48 +474,6 @@ def greedy_pass(order, use_rand, u_config, u_node, free, pn, pc, pm, ct, cg, cti
 
 
 @njit(cache=True)
-def _node_energy(n, start, members, pc, pm, cg, ctime, mtime, node_type, power, eur):
-    """Node n's energy term of the look-ahead (lookahead_score): its jobs' GPUs drawn until
-    each ends, shortest first."""
-    m = start[n + 1] - start[n]
-    t = np.empty(m)
-    g = np.empty(m, np.int64)
-    busy = 0
-    for a in range(m):
-        j = members[start[n] + a]
-        c = pc[j]
-        t[a] = mtime[j, c] if pm[j] else ctime[j, c]
-        g[a] = cg[j, c]
-        busy += g[a]
-    for a in range(1, m):  # sort (time, gpus) ascending, as lookahead_score does
-        xt = t[a]
-        xg = g[a]
-        b = a - 1
-        while b >= 0 and (t[b] > xt or (t[b] == xt and g[b] > xg)):
-            t[b + 1] = t[b]
-            g[b + 1] = g[b]
-            b -= 1
-        t[b + 1] = xt
-        g[b + 1] = xg
-    cost = 0.0
-    prev = 0.0
-    typ = node_type[n]
-    for a in range(m):
-        cost += power[typ, busy - 1] * (t[a] - prev) * eur
-        busy -= g[a]
-        prev = t[a]
-    return cost
-
-
-@njit(cache=True)
-def _late_cost(j, pc, pm, ctime, mtime, due, weight, now):
-    """Job j's tardiness term of the look-ahead, on its placed configuration."""
-    c = pc[j]
-    late = now + (mtime[j, c] if pm[j] else ctime[j, c]) - due[j]
-    return weight[j] * late if late > 0 else 0.0
-
-
-@njit(cache=True)
 def post_process(pn, pc, pm, free, ct, cg, ctime, cmov, mtime, cen, nc, home, use_lookahead,
                  wait_penalty, due, weight, pressure_rank, node_type, power, type_capacity,
                  now, eur, bound=True):
@@ -527,14 +496,15 @@ def post_process(pn, pc, pm, free, ct, cg, ctime, cmov, mtime, cen, nc, home, us
     node_e = np.zeros(N)
     scale = 1.0  # sum of the terms' magnitudes: bounds the rounding of either sum
     cost = 0.0
+    _, pg, ptime = _placed_config(pn, pc, pm, ct, cg, ctime, mtime)  # kept up to date
     if bounded:
         for n in range(N):
             if start[n + 1] > start[n]:
-                node_e[n] = _node_energy(n, start, members, pc, pm, cg, ctime, mtime,
-                                         node_type, power, eur)
+                node_e[n] = _node_energy(n, start, members, pg, ptime, node_type, power, eur,
+                                         0.0)
                 scale += abs(node_e[n])
         for j in range(J):
-            scale += _late_cost(j, pc, pm, ctime, mtime, due, weight, now)
+            scale += _late_cost(j, ptime, due, weight, now)
     else:
         cost = _score(use_lookahead, pn, pc, pm, ct, cg, ctime, mtime, cen, nc, wait_penalty,
                       due, weight, pressure_rank, node_type, power, type_capacity, now, eur)
@@ -588,14 +558,16 @@ def post_process(pn, pc, pm, free, ct, cg, ctime, cmov, mtime, cen, nc, home, us
                 c = opt_c[k]
                 old_c = pc[j]
                 old_m = pm[j]
-                old_late = _late_cost(j, pc, pm, ctime, mtime, due, weight, now) \
-                    if bounded else 0.0
+                old_g = pg[j]
+                old_t = ptime[j]
+                old_late = _late_cost(j, ptime, due, weight, now)
                 pc[j] = c
                 pm[j] = cmov[j, c] and n != home[j]
+                pg[j] = cg[j, c]
+                ptime[j] = mtime[j, c] if pm[j] else ctime[j, c]
                 if bounded:
-                    e = _node_energy(n, start, members, pc, pm, cg, ctime, mtime, node_type,
-                                     power, eur)
-                    new_late = _late_cost(j, pc, pm, ctime, mtime, due, weight, now)
+                    e = _node_energy(n, start, members, pg, ptime, node_type, power, eur, 0.0)
+                    new_late = _late_cost(j, ptime, due, weight, now)
                     rise = e - node_e[n] + new_late - old_late
                     if abs(rise) <= 1e-9 * scale:  # a close call: the whole scores decide
                         trial = _score(use_lookahead, pn, pc, pm, ct, cg, ctime, mtime, cen,
@@ -628,6 +600,8 @@ def post_process(pn, pc, pm, free, ct, cg, ctime, cmov, mtime, cen, nc, home, us
                         break
                 pc[j] = old_c
                 pm[j] = old_m
+                pg[j] = old_g
+                ptime[j] = old_t
             if not accepted:
                 break
     if bounded:

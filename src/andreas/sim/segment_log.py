@@ -2,10 +2,10 @@
 
 A replay in which jobs move often logs millions of segments (the whole Philly trace event by
 event with `andreas`: one per restart, about 7 million). As `Segment` objects they took most of
-the run's memory; as columns (a job index, a node index, the GPUs, four floats and a phase
-byte) each takes under 60 bytes. The log reads as a sequence of `Segment`s, made when read, so
-every consumer (costs recomputed from segments, figures, `segments.csv`) sees the same objects
-as before.
+the run's memory; as columns (a job index, a node index and the GPUs at 8 bytes each, five
+floats and a phase byte) each takes 65 bytes. The log reads as a sequence of `Segment`s,
+made when read, so every consumer (costs recomputed from segments, figures, `segments.csv`)
+sees the same objects as before.
 """
 
 from __future__ import annotations

@@ -44,6 +44,26 @@ def test_a_pinned_job_keeps_its_gpus_and_the_policy_plans_around_it():
         check_plan(snap, plan, name)
 
 
+@pytest.mark.parametrize("name", policy_names())
+def test_a_pinned_job_holding_what_every_waiting_job_needs_leaves_them_waiting(name):
+    """n0 has 2 GPUs, `a` (not preemptible) holds one, `b` runs only on 2: what the policy
+    sees is a 1-GPU node no waiting job can use. The ANDREAS policies and milp crashed on
+    planning tables without a single candidate column (IndexError, then min() of nothing)."""
+    one = cluster([("n0", "A", 2)], {"A": [300, 400]})
+    profiles = {"one": {("A", 1): 10.0}, "two": {("A", 2): 6.0}}
+    a = replace(job("a", due=50.0, epochs=100.0, weight=1.0, profile="one"), preemptible=False)
+    b = job("b", submit=1.0, due=60.0, epochs=10.0, weight=1.0, profile="two")
+    sc = scenario(one, profiles, [a, b])
+    snap = snapshot(sc, running={"a": ("n0", 1)})
+    plan = pinning.decide(make_policy(name), snap)
+    assert dict(plan) == {"a": Assignment("n0", 1)}
+    check_plan(snap, plan, name)
+    # the same in a whole simulation: `a` starts alone at 0, `b` arrives at 1 and must wait
+    records = {r.job_id: r for r in simulate(sc, policy_with(name, 1)).jobs}
+    assert records["a"].first_start == 0.0
+    assert records["b"].first_start == records["a"].completion_time == 1000.0
+
+
 def test_a_preemptible_job_may_still_be_paused():
     a = job("a", due=1e6, epochs=100.0, weight=0.0)
     b = job("b", due=60.0, epochs=10.0, weight=1.0)

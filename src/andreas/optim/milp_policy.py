@@ -34,7 +34,8 @@ Placed = list[tuple[int, Candidate] | None]
 
 
 def waiting_cost(ctx: PlanningContext, j: int) -> float:
-    cheapest = min(c.energy_eur for c in ctx.cands[j])
+    # a job with no candidate (non-preemptible jobs hold the GPUs it needs) can only wait
+    cheapest = min((c.energy_eur for c in ctx.cands[j]), default=0.0)
     # At a negative price a job earns by running: waiting must not be credited with a run it
     # has not made (it would beat running now on a shared node, and leave the cluster idle).
     return WAIT_ENERGY_MARGIN * max(cheapest, 0.0) + WAIT_TIE_EUR + ctx.wait_penalty[j]

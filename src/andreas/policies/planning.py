@@ -74,7 +74,10 @@ class CandidateTable:
         views, now = ctx.views, ctx.now
         profiles = list(hostable)
         J, P = len(views), len(profiles)
-        C = max((len(c) for c in hostable.values()), default=0)
+        # at least one column: with none (no job has a configuration the cluster can host,
+        # e.g. non-preemptible jobs hold the GPUs it needs) every row is padding, and the
+        # passes' indexing by candidate column still has a column to read
+        C = max(1, max((len(c) for c in hostable.values()), default=0))
         p_type = np.zeros((P, C), np.int64)
         p_gpus = np.zeros((P, C), np.int64)
         p_spe = np.zeros((P, C))

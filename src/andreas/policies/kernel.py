@@ -137,8 +137,32 @@ def take_gpus(node, g, free, node_type, order, start, pos):
 
 
 @njit(cache=True)
+def _unheld_fit(typ, g, h, u, use_rand, beta, free, row, first, m, held):
+    """With a restart overhead: the best fit among the nodes where `g` GPUs fit without the
+    GPUs that running jobs later in the pass hold there (`held`), by those free GPUs (fewest
+    first, then index; the job's own node first on a tie), k = 0 or drawn by `u` among the
+    max(1, round(beta x such nodes)) first; -1 if there is none. Otherwise a job placed
+    before a running one takes the GPUs it runs on (they count as free until it is placed)
+    and moves it, a restart for nothing when another node had room."""
+    fit = np.empty(m, np.int64)
+    key = np.empty(m, np.int64)
+    k = 0
+    for i in range(first, first + m):
+        n = row[i]
+        left = free[n] - held[n]
+        if left >= g:
+            fit[k] = n
+            key[k] = (left * 2 + (0 if n == h else 1)) * row.shape[0] + n
+            k += 1
+    if k == 0:
+        return -1
+    ranked = fit[:k][np.argsort(key[:k])]
+    return ranked[_pick_index(u, beta, k) if use_rand and k > 1 else 0]
+
+
+@njit(cache=True)
 def pick_node(typ, g, h, h_g, overhead_pos, u, use_rand, beta, free, node_type, order, start,
-              pos):
+              pos, held):
     """The node where a job (current node h or -1, with h_g GPUs there) places a candidate of
     `g` GPUs of type `typ`, or -1: its own node when staying pays no restart overhead, else
     the k-th fitting node in the order (free, n != h, n) (best fit, the current node first on a
@@ -149,8 +173,12 @@ def pick_node(typ, g, h, h_g, overhead_pos, u, use_rand, beta, free, node_type, 
     m = start[typ, start.shape[1] - 1] - first
     if m == 0:
         return -1
-    p = first + (_pick_index(u, beta, m) if use_rand and m > 1 else 0)
     row = order[typ]
+    if overhead_pos:
+        node = _unheld_fit(typ, g, h, u, use_rand, beta, free, row, first, m, held)
+        if node >= 0:
+            return node
+    p = first + (_pick_index(u, beta, m) if use_rand and m > 1 else 0)
     if h >= 0 and node_type[h] == typ and free[h] >= g:  # h moves to its count's first place
         h_first = start[typ, free[h]]
         if p == h_first:
@@ -428,10 +456,17 @@ def greedy_pass(order, use_rand, u_config, u_node, free, pn, pc, pm, ct, cg, cti
                 here_left[home[order[oi]]] += 1
             else:
                 waiting_left += 1
+    held = np.zeros(N, np.int64)  # GPUs of running jobs still to place, per node
+    if overhead_pos:
+        for oi in range(order.shape[0]):
+            if home[order[oi]] >= 0:
+                held[home[order[oi]]] += home_g[order[oi]]
     for oi in range(order.shape[0]):
         j = order[oi]
         n_c = nc[j]
         h = home[j]
+        if overhead_pos and h >= 0:
+            held[h] -= home_g[j]
         if filled:
             if h >= 0:
                 here_left[h] -= 1
@@ -448,7 +483,7 @@ def greedy_pass(order, use_rand, u_config, u_node, free, pn, pc, pm, ct, cg, cti
                 if not meets[j, c]:
                     continue
                 node = pick_node(ct[j, c], cg[j, c], h, home_g[j], overhead_pos, u, use_rand,
-                                 beta, free, node_type, nodes, start, pos)
+                                 beta, free, node_type, nodes, start, pos, held)
                 if node < 0:
                     continue
                 joining = waiting_left + here_left[node] if filled else 0
@@ -463,7 +498,7 @@ def greedy_pass(order, use_rand, u_config, u_node, free, pn, pc, pm, ct, cg, cti
                 break
             c = _tried(tt, first)
             best_node = pick_node(ct[j, c], cg[j, c], h, home_g[j], overhead_pos, u, use_rand,
-                                  beta, free, node_type, nodes, start, pos)
+                                  beta, free, node_type, nodes, start, pos, held)
             if best_node >= 0:
                 best_c = c
         if best_c >= 0:

@@ -5,6 +5,7 @@
 #              bench/results.md and bench/service.md
 # make zoo   - the benchmark zoo: every policy on 14 scenario families (generated and real
 #              traces; needs ../shared/data); writes bench/zoo.md, bench/zoo.png, bench/zoo.runs.csv
+# make zoo-holdout - the hold-out families (bench/zoo/holdout.yaml, never tuned on): bench/zoo-holdout.md
 # make lint  - ruff on src, tests, bench and examples, mypy on src (make test runs it first)
 # make install-browser - Debian's chromium for the dashboard's browser tests (make test runs it)
 # make install-slurm - Debian's Slurm and munge for the slurm executor's tests (make test runs it)
@@ -25,7 +26,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint zoo bench bench-budget bench-decisions bench-scale bench-service chaos install install-browser install-slurm screenshots clean
+.PHONY: demo test lint zoo zoo-holdout bench bench-budget bench-decisions bench-scale bench-service chaos install install-browser install-slurm screenshots clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +69,9 @@ zoo: $(STAMP)
 		--variant 'andreas-hold-when-late=andreas:hold_when_late=true' \
 		--variant 'andreas-no-consolidate=andreas:consolidate_margin=off' \
 		--variant 'andreas-no-resize=andreas:resize_max_load=0' 
+
+zoo-holdout: $(STAMP)
+	$(BIN)/python bench/zoo/run.py --families-file bench/zoo/holdout.yaml --out bench/zoo-holdout.md
 
 bench: $(STAMP)
 	$(BIN)/python bench/simulate_bench.py --out bench/results.md

@@ -189,6 +189,21 @@ def summarise(rows: list[dict], families: list[str], labels: list[str],
     return out
 
 
+def shown(path: Path) -> str:
+    """`path` relative to the repository when inside it (as the tables name files)."""
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def notes_for(families_file: Path) -> Path:
+    """The hand-written notes appended to a table kept in bench/: bench/zoo/notes.md for the
+    zoo's families.yaml, bench/zoo/NAME-notes.md for NAME.yaml (the hold-out set)."""
+    stem = families_file.stem
+    return families_file.with_name("notes.md" if stem == "families" else f"{stem}-notes.md")
+
+
 def write_markdown(table: dict, families: list[str], labels: list[str], reference: list[str],
                    args, n_runs: int, seconds: float, reused: int) -> None:
     day = dt.date.today().isoformat()
@@ -199,7 +214,7 @@ def write_markdown(table: dict, families: list[str], labels: list[str], referenc
              f"; seeds of randomised policies: {args.seeds}). Regret = a "
              f"policy's total cost / the cheapest of {', '.join(reference)} on the same "
              "instance; geometric means with 95 % CI over instances, overall over families "
-             "(each counts the same). Families: bench/zoo/families.yaml.", "",
+             f"(each counts the same). Families: {shown(args.families_file)}.", "",
              "## Overall", "", "| policy | regret (95 % CI) | worst family |",
              "|---|---|---|"]
     for lab in sorted(labels, key=lambda lab: table.get((None, lab), {}).get("regret", 1e9)):
@@ -228,8 +243,8 @@ def write_markdown(table: dict, families: list[str], labels: list[str], referenc
         cells = [f"{table[(fam, lab)]['worst']:.2f} / {table[(fam, lab)]['sched']:.1f}"
                  if (fam, lab) in table else "-" for lab in labels]
         lines.append(f"| {fam} | " + " | ".join(cells) + " |")
-    notes = ROOT / "bench" / "zoo" / "notes.md"
-    if args.out.resolve() == (ROOT / "bench" / "zoo.md").resolve() and notes.exists():
+    notes = notes_for(args.families_file)
+    if args.out.resolve().parent == (ROOT / "bench").resolve() and notes.exists():
         lines += ["", notes.read_text().rstrip()]
     args.out.write_text("\n".join(lines) + "\n")
 

@@ -91,3 +91,17 @@ def test_ranges_the_old_cli_flags_checked_are_checked_for_every_caller(policy, o
                                                                         message):
     with pytest.raises(AndreasError, match=message):
         make_policy(policy, **options)
+
+
+def test_andreas_picks_the_best_fit_node_and_andreas_paper_the_papers_draw():
+    # β: andreas places on the best-fit node (β = 0, bench/zoo/notes.md), andreas-paper keeps
+    # the paper's draw among the best fifth, and both take an explicit value
+    from andreas.policies import make_policy
+    from andreas.policies.options import option_specs
+
+    assert make_policy("andreas").params.beta == 0.0
+    assert make_policy("andreas-paper").params.beta == 0.2
+    assert option_specs("andreas-paper")["beta"].default == 0.2
+    assert option_specs("andreas")["beta"].default == 0.0
+    assert make_policy("andreas-paper", beta=0.5).params.beta == 0.5
+    assert make_policy("andreas", beta=0.3).params.beta == 0.3

@@ -18,6 +18,7 @@ The passes themselves are compiled, in one implementation (`kernel.py`, called t
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Iterable
@@ -53,7 +54,9 @@ class GreedyParams:
     max_iterations: int = option(1000, "most greedy passes per decision (the paper's)")
     pi: float = option(0.05, "bias π of the neighbour swap towards the weight order")
     alpha: float = option(0.05, "share α of the candidate configurations to pick among")
-    beta: float = option(0.2, "share β of the best-fitting nodes to pick among")
+    beta: float = option(0.0, "share β of the best-fitting nodes to pick among (the paper's "
+                         "0.2, andreas-paper's default; 0: best fit, no dearer on any zoo "
+                         "family and cheaper on the large ones, bench/zoo/notes.md)")
     elite_size: int = option(10, "number of best plans kept")
     seed: int = option(1, "seed of the random draws (with the decision time)")
     score: str = option("lookahead", "how plans are compared: 'lookahead' (estimated cost of "
@@ -403,8 +406,12 @@ def refine(snapshot: Snapshot, plan: Plan, params: GreedyParams, arrivals: Arriv
 
 
 GREEDY_OPTIONS = dataclass_options(GreedyParams)
+PAPER_BETA = 0.2  # the paper's β: a node drawn among the best fifth of those that fit
 PAPER_OPTIONS = dataclass_options(GreedyParams, ("max_iterations", "pi", "alpha", "beta",
                                                  "elite_size", "seed", "impl", "pass_budget"))
+PAPER_OPTIONS["beta"] = dataclasses.replace(PAPER_OPTIONS["beta"], default=PAPER_BETA,
+                                            help="share β of the best-fitting nodes to pick "
+                                                 "among (the paper's)")
 
 
 @register("greedy", randomized=False, options=GREEDY_OPTIONS,
@@ -425,6 +432,7 @@ def andreas(**params: object) -> RandomizedGreedy:
 @register("andreas-paper", randomized=True, options=PAPER_OPTIONS,
           summary="the Randomized Greedy exactly as published: pressure order, proxy cost")
 def andreas_paper(**params: object) -> RandomizedGreedy:
+    params.setdefault("beta", PAPER_BETA)
     params.update(order="pressure", score="proxy", defer=False, power_limits=False,
                   slack_guard=None, config_energy="alone", hold_share=None, resize_max_load=0.0,
                   consolidate_margin=None, forward_check=False, search_check=False, steps=())

@@ -166,7 +166,9 @@ def pick_node(typ, g, h, h_g, overhead_pos, u, use_rand, beta, free, node_type, 
     """The node where a job (current node h or -1, with h_g GPUs there) places a candidate of
     `g` GPUs of type `typ`, or -1: its own node when staying pays no restart overhead, else
     the k-th fitting node in the order (free, n != h, n) (best fit, the current node first on a
-    tie), k = 0 or drawn by `u` among the max(1, round(beta x fitting)) first."""
+    tie), k = 0 or drawn by `u` among the max(1, round(beta x fitting)) first. With an
+    overhead, first among the nodes with room beside the GPUs `held` by running jobs still to
+    place (`_unheld_fit`)."""
     if overhead_pos and h >= 0 and h_g == g and node_type[h] == typ and free[h] >= g:
         return h
     first = start[typ, g]

@@ -137,6 +137,13 @@ def take_gpus(node, g, free, node_type, order, start, pos):
 
 
 @njit(cache=True)
+def _fit_key(left, n, h, N):
+    """Best-fit rank of node n with `left` GPUs left: fewest first, the job's own node h
+    first on a tie, then index (N nodes)."""
+    return (left * 2 + (0 if n == h else 1)) * N + n
+
+
+@njit(cache=True)
 def _unheld_fit(typ, g, h, u, use_rand, beta, free, row, first, m, held):
     """With a restart overhead: the best fit among the nodes where `g` GPUs fit without the
     GPUs that running jobs later in the pass hold there (`held`), by those free GPUs (fewest
@@ -144,20 +151,31 @@ def _unheld_fit(typ, g, h, u, use_rand, beta, free, row, first, m, held):
     max(1, round(beta x such nodes)) first; -1 if there is none. Otherwise a job placed
     before a running one takes the GPUs it runs on (they count as free until it is placed)
     and moves it, a restart for nothing when another node had room."""
-    fit = np.empty(m, np.int64)
-    key = np.empty(m, np.int64)
+    k = 0
+    best = -1
+    best_key = 0
+    for i in range(first, first + m):  # count them, and the best fit (no allocation)
+        n = row[i]
+        left = free[n] - held[n]
+        if left >= g:
+            key = _fit_key(left, n, h, row.shape[0])
+            if best < 0 or key < best_key:
+                best, best_key = n, key
+            k += 1
+    pick = _pick_index(u, beta, k) if use_rand and k > 1 else 0
+    if pick == 0:  # the best fit: every deterministic pass, and any pass with beta 0
+        return best
+    fit = np.empty(k, np.int64)
+    keys = np.empty(k, np.int64)
     k = 0
     for i in range(first, first + m):
         n = row[i]
         left = free[n] - held[n]
         if left >= g:
             fit[k] = n
-            key[k] = (left * 2 + (0 if n == h else 1)) * row.shape[0] + n
+            keys[k] = _fit_key(left, n, h, row.shape[0])
             k += 1
-    if k == 0:
-        return -1
-    ranked = fit[:k][np.argsort(key[:k])]
-    return ranked[_pick_index(u, beta, k) if use_rand and k > 1 else 0]
+    return fit[np.argsort(keys)][pick]
 
 
 @njit(cache=True)

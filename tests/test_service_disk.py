@@ -136,3 +136,98 @@ def test_a_data_folder_turned_read_only_keeps_jobs_queued_and_says_why(tmp_path)
             service.post(f"/jobs/{job_id}/cancel")
             wait_for(lambda: service.get(f"/jobs/{job_id}").json()["state"] == "cancelled",
                      what="the job to stop")
+
+
+@contextmanager
+def _ext4(tmp_path):
+    """An ext4 file system in a file, mounted on tmp_path/data with errors=remount-ro, and
+    the sysfs switch that makes the kernel see an error on it: it then remounts it read-only
+    at once, under the files held open for writing (a remount by hand refuses while any is).
+    Skips, saying why, where the machine has no loop devices, mkfs.ext4 or that switch."""
+    image, folder = tmp_path / "data.img", tmp_path / "data"
+    folder.mkdir()
+    made = subprocess.run(f"truncate -s 64M {image} && mkfs.ext4 -q -F {image}", shell=True,
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot make an ext4 image here ({made.stderr.strip()})")
+    mounted = subprocess.run(["mount", "-o", "loop,errors=remount-ro", str(image), str(folder)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a loop device here ({mounted.stderr.strip()}): run as root")
+    try:
+        device = subprocess.run(["findmnt", "-n", "-o", "SOURCE", str(folder)],
+                                capture_output=True, text=True).stdout.strip()
+        switch = f"/sys/fs/ext4/{os.path.basename(device)}/trigger_fs_error"
+        if not os.path.exists(switch):
+            pytest.skip(f"this kernel has no {switch}")
+        yield folder, image, switch
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+def _kill_holders(folder):
+    """Kill -9 every process holding a file under `folder` open, as a reboot would: the jobs'
+    processes, left running when the service stops."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            held = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+        except OSError:
+            continue
+        if any(h.startswith(str(folder)) for h in held):
+            try:
+                os.kill(int(pid), 9)
+            except ProcessLookupError:
+                pass
+
+
+def test_a_file_system_turned_read_only_under_running_jobs_keeps_every_job(tmp_path):
+    """The kernel remounts the data folder's file system read-only after a disk error while
+    jobs run and write their logs, the SQLite database in that folder: the service answers
+    reads, refuses writes with a 503 that names the read-only file system (SQLite says only
+    "disk I/O error"), and /healthz says so. Repaired (the service stopped, the jobs gone as
+    after a reboot, fsck, mounted again), the service lists every job and runs them again."""
+    files = write_service_files(tmp_path / "files").parent
+    ticking = {**BODY, "command": ["sh", "-c", "while :; do echo tick; sleep 0.2; done"]}
+    with _ext4(tmp_path) as (data, image, switch):
+        service = LocalService(tmp_path / "svc", (files / "cluster.yaml").read_text(),
+                               (files / "profiles.csv").read_text(),
+                               options=f"policy: fifo\nperiod_s: null\ngrace_s: 1\n"
+                                       f"data_dir: {data}/state\n")
+        with service:
+            ids = [service.post("/jobs", json=ticking).json()["id"] for _ in range(2)]
+            wait_for(lambda: [service.get(f"/jobs/{i}").json()["state"] for i in ids]
+                     == ["running", "running"], what="both jobs to run")
+            with open(switch, "w") as f:
+                f.write("1")
+            health = wait_for(lambda: (lambda h: h if h["status"] == "degraded" else None)(
+                service.get("/healthz").json()), what="/healthz to say degraded")
+            assert health["data_dir"]["read_only"], health
+            assert health["database"].startswith("read-only") and str(data) in \
+                health["database"], health
+            listed = service.get("/jobs")
+            assert listed.status_code == 200
+            assert {j["id"]: j["state"] for j in listed.json()} == dict.fromkeys(ids, "running")
+            refused = service.post("/jobs", json=ticking)
+            assert refused.status_code == 503, refused.text
+            detail = refused.json()["detail"]
+            assert "its file system is read-only" in detail and str(data) in detail, detail
+            assert "nothing was stored" in detail and refused.headers["Retry-After"]
+            assert [j["id"] for j in service.get("/jobs").json()] == ids  # nothing half-stored
+        _kill_holders(data)
+        assert subprocess.run(["umount", str(data)], capture_output=True).returncode == 0
+        checked = subprocess.run(["e2fsck", "-fy", str(image)], capture_output=True, text=True)
+        assert checked.returncode in (0, 1), checked.stdout  # 1: errors found and corrected
+        subprocess.run(["mount", "-o", "loop", str(image), str(data)], check=True)
+        integrity = subprocess.run([sys.executable, "-c", "import sqlite3, sys; print(sqlite3."
+                                    "connect(sys.argv[1]).execute('pragma integrity_check')"
+                                    ".fetchone()[0])", f"{data}/state/andreas.db"],
+                                   capture_output=True, text=True)
+        assert integrity.stdout.strip() == "ok", integrity
+        with service:
+            wait_for(lambda: {j["id"]: j["state"] for j in service.get("/jobs").json()}
+                     == dict.fromkeys(ids, "running"), what="both jobs to run again",
+                     timeout=120)
+            for i in ids:
+                service.post(f"/jobs/{i}/cancel")
+            wait_for(lambda: all(service.get(f"/jobs/{i}").json()["state"] == "cancelled"
+                                 for i in ids), what="the jobs to stop")

@@ -24,6 +24,28 @@ def ensure_writable(folder: Path, what: str, fix: str) -> None:
         raise AndreasError(f"cannot write to {folder} ({what}): {reason}; {fix}") from None
 
 
+def sqlite_folder(url: str) -> Path | None:
+    """The folder of a SQLite database URL (`sqlite:///path/andreas.db`); None for another
+    engine or an in-memory database."""
+    if not url.startswith("sqlite"):
+        return None
+    path = url.split("sqlite:///", 1)[-1]
+    return Path(path).parent if path and path != ":memory:" else None
+
+
+def read_only(folder: Path) -> bool:
+    """Whether `folder` refuses to create a file because its file system is read-only. A
+    kernel remounts a file system so after a disk error, under the files the service and its
+    jobs hold open (SQLite then says only "disk I/O error"); ext4 does it without changing
+    the mount's own flag, so a probe file tells, not statvfs."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".andreas-probe-"):
+            pass
+    except OSError as exc:
+        return exc.errno == errno.EROFS
+    return False
+
+
 REFUSED_WRITES = {errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM}
 
 

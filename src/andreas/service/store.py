@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ..errors import AndreasError
 from .db import DrainedNode, Token, User
-from .folders import ensure_writable
+from .folders import ensure_writable, sqlite_folder
 from .group_commit import GroupCommit
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -53,9 +53,9 @@ def new_token() -> str:
 
 def make_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
-        path = url.split("sqlite:///", 1)[-1]
-        if path and path != ":memory:":
-            ensure_writable(Path(path).parent, "the SQLite database's folder",
+        folder = sqlite_folder(url)
+        if folder is not None:
+            ensure_writable(folder, "the SQLite database's folder",
                             "make it writable or point database_url elsewhere")
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 

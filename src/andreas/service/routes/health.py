@@ -9,6 +9,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, PlainTextResponse
 from sqlalchemy import select
 
+from ..folders import read_only, sqlite_folder
 from ..metrics import metrics_text
 from .deps import CurrentUser, ServicesDep
 
@@ -42,11 +43,19 @@ def healthz(svc: ServicesDep):
         "running" if svc.scheduler.alive() else "stopped")
     free = disk_free(svc.config.data_dir)
     low = free is not None and free < LOW_DISK_BYTES
-    body = {"status": "ok" if database == "ok" and not failing and not low else "degraded",
+    frozen = read_only(svc.config.data_dir)
+    folder = sqlite_folder(svc.config.database_url)
+    if database == "ok" and folder is not None and read_only(folder):
+        database = f"read-only: the file system of {folder} is mounted read-only"
+    reachable = database == "ok" or database.startswith("read-only")
+    body = {"status": "ok" if database == "ok" and not (failing or low or frozen)
+            else "degraded",
             "database": database, "scheduler": state, "failed_ticks": svc.scheduler.errors,
-            "data_dir": {"path": str(svc.config.data_dir), "free_bytes": free, "low": low}}
-    # a load balancer takes a service whose database is unreachable out of rotation
-    return JSONResponse(body, status_code=200 if database == "ok" else 503)
+            "data_dir": {"path": str(svc.config.data_dir), "free_bytes": free, "low": low,
+                         "read_only": frozen}}
+    # a load balancer takes a service whose database is unreachable out of rotation; one
+    # that cannot write still answers reads (the jobs, their logs, the plan)
+    return JSONResponse(body, status_code=200 if reachable else 503)
 
 
 @router.get("/whoami")

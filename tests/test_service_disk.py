@@ -161,7 +161,8 @@ def _ext4(tmp_path):
         if not os.path.exists(switch):
             pytest.skip(f"this kernel has no {switch}")
         yield folder, image, switch
-    finally:
+    finally:  # a failed test leaves its jobs running: they hold files there
+        _kill_holders(folder)
         subprocess.run(["umount", "-l", str(folder)], capture_output=True)
 
 

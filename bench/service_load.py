@@ -112,6 +112,9 @@ def main() -> int:
                          "planned before the timed submissions")
     ap.add_argument("--decide-nice", type=int, default=None,
                     help="service.yaml's decide_nice (default: the service's, 10)")
+    ap.add_argument("--drained", action="store_true",
+                    help="drain every node first, so that no job starts: the submissions' "
+                         "latency without job processes starting beside the service")
     ap.add_argument("--out", type=Path, default=Path(__file__).with_name("service-load.md"))
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -119,6 +122,9 @@ def main() -> int:
         if args.decide_nice is not None:
             options += f"decide_nice: {args.decide_nice}\n"
         with LocalService(Path(tmp), CLUSTER, PROFILES, options=options) as service:
+            if args.drained:
+                for node in service.get("/nodes").json():
+                    service.post(f"/nodes/{node['name']}/drain")
             batch_s = queue_first(service, args.queued)
             tic = time.perf_counter()
             latencies, errors = asyncio.run(load(service.url, service.token, args.jobs,
@@ -139,7 +145,8 @@ def main() -> int:
                 time.sleep(0.5)
     ms = [x * 1000 for x in latencies]
     batches = f"{max(batch_s):.1f}" if batch_s else "-"
-    row = (f"| {dt.date.today()} | {args.queued} | {batches} | {args.jobs} | {args.in_flight} "
+    queued = f"{args.queued} (drained)" if args.drained else str(args.queued)
+    row = (f"| {dt.date.today()} | {queued} | {batches} | {args.jobs} | {args.in_flight} "
            f"| {statistics.median(ms):.0f} "
            f"| {percentile(ms, 0.95):.0f} | {percentile(ms, 0.99):.0f} | {max(ms):.0f} | "
            f"{len(errors)} | {len(listed) - args.queued} of {args.jobs} | "

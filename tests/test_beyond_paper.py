@@ -431,3 +431,25 @@ def test_the_resize_judge_answers_as_the_whole_plan_would(snap, seed, guard, sco
         looked = iter(range(60))
         climb(list(e.placed), e.score, lambda plan: resized(ctx, plan), Both(),
               lambda looked=looked: next(looked, None) is not None)
+
+
+@settings(max_examples=25, deadline=None)
+@given(busy_snapshots())
+def test_resize_neighbours_are_the_rows_other_gpu_counts_that_fit(snap):
+    # `resizes` filters a job's candidates on plain lists and makes a Candidate only of a
+    # match (a trace replay made millions it never used): the same neighbours, in the same
+    # order, as filtering the job's whole row of Candidates
+    from andreas.policies.resizing import resizes
+    ctx = PlanningContext(snap)
+    placed, _ = make_policy("greedy").deterministic_pass(ctx)
+    free = ctx.free_after(placed)
+    for j, entry in enumerate(placed):
+        if entry is None:
+            continue
+        node, cur = entry
+        expected = [ctx.as_placed(j, node, c) for c in ctx.cands[j]
+                    if c.gpu_type == cur.gpu_type and c.gpus != cur.gpus
+                    and c.gpus <= free[node] + cur.gpus]
+        got = [plan[j][1] for plan, changed in resizes(ctx, placed, j, free)]
+        assert got == expected
+        assert all(type(c.gpus) is int and type(c.time_s) is float for c in got)

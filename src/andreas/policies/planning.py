@@ -60,6 +60,7 @@ class CandidateTable:
 
     def __init__(self, ct, cg, ctime, cen, meets, nc) -> None:
         self.ct, self.cg, self.ctime, self.cen, self.meets, self.nc = ct, cg, ctime, cen, meets, nc
+        self._shapes: dict[int, tuple[list[int], list[int]]] = {}
         self.real = np.arange(ct.shape[1])[None, :] < nc[:, None]  # entries that are candidates
         if len(nc) and ct.shape[1]:  # NaN for a job with no candidate (no warning)
             none = ~self.real.any(axis=1)
@@ -133,6 +134,21 @@ class CandidateTable:
         return cls(np.where(zero, 0, take(ct, order, axis=1)),
                    np.where(zero, 0, take(cg, order, axis=1)), ctime, cen,
                    take(ok, order, axis=1), nc)
+
+    def shape(self, j: int) -> tuple[list[int], list[int]]:
+        """Job j's candidates' GPU types and counts as plain lists, made once: a step that
+        filters rows by them (resizing) makes a Candidate only of what it keeps
+        (`candidate`), not of the whole row."""
+        shape = self._shapes.get(j)
+        if shape is None:
+            n = int(self.nc[j])
+            shape = self._shapes[j] = (self.ct[j, :n].tolist(), self.cg[j, :n].tolist())
+        return shape
+
+    def candidate(self, j: int, c: int) -> Candidate:
+        """Job j's candidate in column c, as `row` would give it."""
+        return Candidate(int(self.ct[j, c]), int(self.cg[j, c]), float(self.ctime[j, c]),
+                         float(self.cen[j, c]), bool(self.meets[j, c]))
 
     def row(self, j: int) -> list[Candidate]:
         """Job j's candidates, as Candidate objects."""

@@ -58,10 +58,12 @@ def resizes(ctx: PlanningContext, placed: Placed, j: int, free: list[int]) -> It
     the free GPUs per node under `placed`)."""
     node, cur = placed[j]
     room = free[node] + cur.gpus
-    for cand in ctx.cands[j]:
-        if cand.gpu_type == cur.gpu_type and cand.gpus != cur.gpus and cand.gpus <= room:
+    table = ctx.table  # filtered on its plain lists: a Candidate is made only of a match
+    types, counts = table.shape(j)
+    for c in range(len(types)):
+        if types[c] == cur.gpu_type and counts[c] != cur.gpus and counts[c] <= room:
             plan = list(placed)
-            plan[j] = (node, ctx.as_placed(j, node, cand))
+            plan[j] = (node, ctx.as_placed(j, node, table.candidate(j, c)))
             yield plan, [j]
 
 

@@ -123,7 +123,9 @@ def train_job(epochs: int, *, deadline_s: float = 600, samples: int = 60000, **e
     return body
 
 
-def wait_for(predicate, timeout: float = 60.0, interval: float = 0.1, what: str = "condition"):
+def wait_for(predicate, timeout: float = 60.0, interval: float = 0.1, what="condition"):
+    """Poll `predicate` until it is truthy (returned) or `timeout` s pass (AssertionError
+    naming `what`: a string, or a callable asked only then, to report the state it found)."""
     import time
 
     deadline = time.monotonic() + timeout
@@ -132,7 +134,8 @@ def wait_for(predicate, timeout: float = 60.0, interval: float = 0.1, what: str 
         if value:
             return value
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout}s waiting for "
+                         f"{what() if callable(what) else what}")
 
 
 def epoch_lines(log_text: str) -> list[int]:

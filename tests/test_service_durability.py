@@ -31,12 +31,27 @@ class Service:
 
     def start(self):
         env = dict(os.environ, ANDREAS_ADMIN_TOKEN=TOKEN)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "andreas", "serve", "--config", str(self.config),
-             "--port", str(self.port),
-             *(["--database-url", self.database_url] if self.database_url else [])],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.starts = getattr(self, "starts", 0) + 1
+        with open(self.config.parent / "service.log", "a") as log:  # kept for a failure
+            log.write(f"--- start {self.starts}\n")
+            log.flush()
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "andreas", "serve", "--config", str(self.config),
+                 "--port", str(self.port),
+                 *(["--database-url", self.database_url] if self.database_url else [])],
+                env=env, stdout=log, stderr=subprocess.STDOUT)
         wait_for(self._up, timeout=60, what="the service to answer")
+
+    def why(self) -> str:
+        """The jobs as the service sees them and the end of its log: what a failed wait
+        reports, since a campaign's failure on a loaded machine is rarely reproduced."""
+        try:
+            jobs = [(j["id"], j["state"], j["epochs_done"], j["running_on"], j.get("reason"))
+                    for j in self.get("/jobs")]
+        except Exception as exc:  # the service itself may be what failed
+            jobs = [f"GET /jobs failed: {exc!r}"]
+        tail = (self.config.parent / "service.log").read_text()[-4000:]
+        return f"jobs: {jobs}\nservice log (end):\n{tail}"
 
     def _up(self):
         try:
@@ -100,7 +115,7 @@ def test_kill_minus_9_at_any_moment_loses_nothing(tmp_path):
         wait_for(lambda: all(j["epochs_done"] >= 2 for j in service.get("/jobs"))
                  and any(j["state"] == "running" for j in service.get("/jobs"))
                  and job_pids(tmp_path / "state"),
-                 timeout=120, what="progress, and a job running")
+                 timeout=120, what=lambda: f"progress, and a job running; {service.why()}")
         service.kill9()
         alive = job_pids(tmp_path / "state")
         assert alive, "no job outlived the service"  # jobs run on without it
@@ -119,7 +134,7 @@ def test_kill_minus_9_at_any_moment_loses_nothing(tmp_path):
         service.kill9()
         service.start()
         wait_for(lambda: all(j["state"] == "completed" for j in service.get("/jobs")),
-                 timeout=120, what="completion")
+                 timeout=120, what=lambda: f"completion; {service.why()}")
         for job_id in ids:
             runs = service.get(f"/jobs/{job_id}/runs")
             spans = sorted((r["started_at"], r["ended_at"]) for r in runs)

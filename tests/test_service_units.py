@@ -265,3 +265,18 @@ def test_a_job_killed_after_its_last_epoch_is_started_again_and_completes(tmp_pa
         wait_for(completed, timeout=60, what="completion")
     finally:
         scheduler.shutdown(stop_jobs=True)
+
+
+@pytest.mark.parametrize("url, folder", [
+    ("sqlite:////srv/andreas/andreas.db", "/srv/andreas"),
+    ("sqlite+pysqlite:////srv/andreas/andreas.db", "/srv/andreas"),
+    ("sqlite:///state/andreas.db", "state"),
+    ("sqlite://", None),  # in memory: no folder to create, probe or name
+    ("sqlite:///:memory:", None),
+    ("postgresql+psycopg://andreas@db/andreas", None),
+])
+def test_sqlite_folder_is_the_database_files_folder_or_none(url, folder):
+    from pathlib import Path
+
+    from andreas.service.folders import sqlite_folder
+    assert sqlite_folder(url) == (None if folder is None else Path(folder))

@@ -27,9 +27,9 @@ def ensure_writable(folder: Path, what: str, fix: str) -> None:
 def sqlite_folder(url: str) -> Path | None:
     """The folder of a SQLite database URL (`sqlite:///path/andreas.db`); None for another
     engine or an in-memory database."""
-    if not url.startswith("sqlite"):
+    if not url.startswith("sqlite") or ":///" not in url:  # sqlite:// is in memory too
         return None
-    path = url.split("sqlite:///", 1)[-1]
+    path = url.split(":///", 1)[1]
     return Path(path).parent if path and path != ":memory:" else None
 
 

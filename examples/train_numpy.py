@@ -64,6 +64,10 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--hold-after", type=int, default=None, metavar="EPOCH",
+                        help="from this epoch on (a restart included), wait after each until "
+                             "--hold-file exists (tests that must catch the job mid-run)")
+    parser.add_argument("--hold-file", default=None)
     args = parser.parse_args()
     epochs = args.epochs if args.epochs is not None else job.epochs()
     x, y = make_data(args.samples, args.features, args.seed)
@@ -91,6 +95,12 @@ def main() -> int:
         job.progress(epoch + 1)
         print(f"epoch {epoch + 1} done loss={np.mean(losses):.4f} "
               f"seconds={time.perf_counter() - tic:.3f}", flush=True)
+        if args.hold_after is not None and epoch + 1 >= args.hold_after and args.hold_file:
+            while not os.path.exists(args.hold_file):  # a stop request still stops it
+                if job.should_stop():
+                    print(f"stop requested while held after epoch {epoch + 1}", flush=True)
+                    return 0
+                time.sleep(0.1)
     return 0
 
 

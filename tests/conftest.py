@@ -115,10 +115,11 @@ def scheduler_with_queued_jobs(config, job_ids, decider=None):
     return scheduler
 
 
-def train_job(epochs: int, *, deadline_s: float = 600, samples: int = 60000, **extra) -> dict:
-    """A submission of the NumPy example training script."""
-    body = {"script": str(TRAIN), "args": ["--samples", str(samples)], "epochs": epochs,
-            "deadline_s": deadline_s, "profile": "mlp"}
+def train_job(epochs: int, *, deadline_s: float = 600, samples: int = 60000,
+              extra_args: list[str] | None = None, **extra) -> dict:
+    """A submission of the NumPy example training script (`extra_args`: more of its options)."""
+    body = {"script": str(TRAIN), "args": ["--samples", str(samples), *(extra_args or [])],
+            "epochs": epochs, "deadline_s": deadline_s, "profile": "mlp"}
     body.update(extra)
     return body
 

@@ -14,7 +14,9 @@ from conftest import epoch_lines, train_job, wait_for, write_service_files
 
 TOKEN = "durable-admin"
 H = {"Authorization": f"Bearer {TOKEN}"}
-EPOCHS = 30  # long enough that both jobs still run when the service is killed mid-run
+EPOCHS = 30
+HELD_AFTER = 3  # the jobs wait after this epoch until the test lets them go on: whatever the
+# machine's speed, both still run when the service is killed mid-run (moment 2)
 
 
 def free_port() -> int:
@@ -105,7 +107,10 @@ def test_kill_minus_9_at_any_moment_loses_nothing(tmp_path):
     service.start()
     try:
         # moment 1: right after the submissions, before or while the first plan is applied
-        ids = [service.post("/jobs", train_job(EPOCHS, samples=80000, priority=p))["id"]
+        go = tmp_path / "go"
+        held = ["--hold-after", str(HELD_AFTER), "--hold-file", str(go)]
+        ids = [service.post("/jobs", train_job(EPOCHS, samples=80000, priority=p,
+                                               extra_args=held))["id"]
                for p in (2, 4)]
         service.kill9()
         service.start()
@@ -130,6 +135,7 @@ def test_kill_minus_9_at_any_moment_loses_nothing(tmp_path):
         running = [j for j in service.get("/jobs") if j["running_on"]]
         assert {j["id"] for j in running} >= {j for j in alive if live(alive[j][0])}
         # moment 3: a kill just after a progress report; then let everything finish
+        go.touch()
         time.sleep(0.3)
         service.kill9()
         service.start()

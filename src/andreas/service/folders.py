@@ -11,14 +11,19 @@ from pathlib import Path
 from ..errors import AndreasError
 
 
+def _probe(folder: Path) -> None:
+    """Create and remove a file in `folder`: the OSError if the folder refuses it."""
+    with tempfile.NamedTemporaryFile(dir=folder, prefix=".andreas-probe-"):
+        pass
+
+
 def ensure_writable(folder: Path, what: str, fix: str) -> None:
     """Create `folder` if missing and write a file in it; an AndreasError naming the folder,
     what the service keeps there (`what`), the system's reason (read-only file system, no
     space, permission) and what to do (`fix`) if it cannot."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".andreas-probe-"):
-            pass
+        _probe(folder)
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise AndreasError(f"cannot write to {folder} ({what}): {reason}; {fix}") from None
@@ -39,8 +44,7 @@ def read_only(folder: Path) -> bool:
     jobs hold open (SQLite then says only "disk I/O error"); ext4 does it without changing
     the mount's own flag, so a probe file tells, not statvfs."""
     try:
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".andreas-probe-"):
-            pass
+        _probe(folder)
     except OSError as exc:
         return exc.errno == errno.EROFS
     return False

@@ -45,7 +45,8 @@ def healthz(svc: ServicesDep):
     low = free is not None and free < LOW_DISK_BYTES
     frozen = read_only(svc.config.data_dir)
     folder = sqlite_folder(svc.config.database_url)
-    if database == "ok" and folder is not None and read_only(folder):
+    if database == "ok" and folder is not None and (
+            frozen if folder == svc.config.data_dir else read_only(folder)):  # probed once
         database = f"read-only: the file system of {folder} is mounted read-only"
     reachable = database == "ok" or database.startswith("read-only")
     body = {"status": "ok" if database == "ok" and not (failing or low or frozen)

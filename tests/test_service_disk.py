@@ -84,6 +84,87 @@ def test_a_full_disk_refuses_clearly_and_recovers(small_disk, tmp_path):
                  what="the jobs to stop")
 
 
+@pytest.fixture
+def postgres_on_small_disk(tmp_path):
+    """A real PostgreSQL server of its own whose data folder is on a 128 MB tmpfs: yields the
+    server and the mount point (where a test fills the disk)."""
+    import pgserver
+
+    with _tmpfs(tmp_path / "pgdisk", "size=128m") as disk:
+        server = pgserver.get_server(disk / "pg", cleanup_mode="stop")
+        try:
+            server.psql("CREATE DATABASE fulldisk;")
+            yield server, disk
+        finally:
+            server.cleanup()
+            _kill_holders(disk)
+
+
+def test_postgresql_on_a_full_disk_says_so_without_sql_and_recovers(tmp_path,
+                                                                    postgres_on_small_disk):
+    """PostgreSQL's disk fills while the service runs (its own data folder elsewhere has
+    room). PostgreSQL takes a row while a table's last page has room and refuses one that
+    needs a new page ("could not extend file"), so which write fails first is PostgreSQL's
+    choice: either a submission is refused with a 503 that says the disk is full, or the
+    scheduler's next decision fails. Found: the scheduler's failure reached /healthz (no token
+    needed) and every waiting job's reason as the raw SQL with its parameters, another job's
+    id and its run's token hash among them, and said nothing of a full disk."""
+    server, disk = postgres_on_small_disk
+    url = server.get_uri("fulldisk").replace("postgresql://", "postgresql+psycopg://", 1)
+    files = write_service_files(tmp_path / "files").parent
+    service = LocalService(tmp_path / "svc", (files / "cluster.yaml").read_text(),
+                           (files / "profiles.csv").read_text(),
+                           options="policy: fifo\nperiod_s: null\ngrace_s: 1\n",
+                           database_url=url)
+    with service:
+        first = service.post("/jobs", json=BODY).json()["id"]
+        wait_for(lambda: service.get(f"/jobs/{first}").json()["state"] == "running",
+                 what="the first job to run")
+        _fill(disk / "filler")
+        stored, refused, health = [first], [], {}
+        for _ in range(100):  # until PostgreSQL needs a new page for one write or another
+            answer = service.post("/jobs", json=BODY)
+            if answer.status_code == 201:
+                stored.append(answer.json()["id"])
+            else:
+                assert answer.status_code == 503, answer.text
+                refused.append(answer)
+            health = service.get("/healthz").json()
+            if refused or health["scheduler"].startswith("failing"):
+                break
+        assert refused or health["scheduler"].startswith("failing"), health
+        for answer in refused:
+            detail = answer.json()["detail"]
+            assert "cannot write to its database: the disk is full" in detail, detail
+            assert "nothing was stored" in detail and answer.headers["Retry-After"]
+        if health["scheduler"].startswith("failing"):
+            said = health["scheduler"]
+            assert said.startswith("failing: the database cannot write: the disk is full"), said
+            assert "No space left on device" in said
+            assert "INSERT" not in said and "job-" not in said and "token" not in said, said
+            assert health["status"] == "degraded" and not health["data_dir"]["low"], health
+        listed = service.get("/jobs")  # reads work, and every acknowledged job is there
+        assert listed.status_code == 200
+        assert sorted(j["id"] for j in listed.json()) == sorted(stored)
+        reasons = [j["reason"] for j in listed.json() if j["state"] == "queued"]
+        assert all(r and "INSERT" not in r and not any(i in r for i in stored)
+                   for r in reasons), reasons  # the queued say why, without SQL or job ids
+        assert all("the disk is full" in r for r in reasons if "decision failed" in r), reasons
+
+        os.remove(disk / "filler")
+        more = wait_for(lambda: (lambda r: r if r.status_code == 201 else None)(
+            service.post("/jobs", json=BODY)), what="a submission once space is back")
+        stored.append(more.json()["id"])
+        wait_for(lambda: service.get("/healthz").json()["status"] == "ok",
+                 what="a healthy service once space is back")
+        wait_for(lambda: [j["state"] for j in service.get("/jobs").json()].count("running")
+                 == min(3, len(stored)), what="the jobs to fill the 3 GPUs once space is back")
+        for job in stored:
+            service.post(f"/jobs/{job}/cancel")
+        wait_for(lambda: all(j["state"] == "cancelled" for j in service.get("/jobs").json()),
+                 what="the jobs to stop")
+
+
 @pytest.mark.parametrize("where", ["data_dir", "database"])
 def test_a_read_only_folder_stops_the_service_with_a_sentence(tmp_path, where):
     # a data folder the service cannot write to started the service anyway (the database
@@ -166,19 +247,29 @@ def _ext4(tmp_path):
         subprocess.run(["umount", "-l", str(folder)], capture_output=True)
 
 
-def _kill_holders(folder):
-    """Kill -9 every process holding a file under `folder` open, as a reboot would: the jobs'
-    processes, left running when the service stops."""
+def _holders(folder):
+    """The pids of processes holding a file under `folder` open."""
+    found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             held = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
         except OSError:
             continue
         if any(h.startswith(str(folder)) for h in held):
-            try:
-                os.kill(int(pid), 9)
-            except ProcessLookupError:
-                pass
+            found.append(int(pid))
+    return found
+
+
+def _kill_holders(folder):
+    """Kill -9 every process holding a file under `folder` open, as a reboot would (the jobs'
+    processes, left running when the service stops), and wait until none holds one: a killed
+    process lets go of its files only once it has died, and until then umount says busy."""
+    for pid in _holders(folder):
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+    wait_for(lambda: not _holders(folder), what=f"the processes holding {folder} to die")
 
 
 def test_a_file_system_turned_read_only_under_running_jobs_keeps_every_job(tmp_path):

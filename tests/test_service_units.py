@@ -280,3 +280,25 @@ def test_sqlite_folder_is_the_database_files_folder_or_none(url, folder):
 
     from andreas.service.folders import sqlite_folder
     assert sqlite_folder(url) == (None if folder is None else Path(folder))
+
+
+@pytest.mark.parametrize("orig, said", [
+    ('could not extend file "base/16384/16431": No space left on device\nHINT:  Check free '
+     'disk space.', 'the database cannot write: the disk is full (could not extend file '
+     '"base/16384/16431": No space left on device)'),
+    ("attempt to write a readonly database",
+     "the database cannot write: its files are read-only (attempt to write a readonly "
+     "database)"),
+    ("connection refused\nIs the server running?", "the database failed: connection refused"),
+])
+def test_a_failed_tick_is_described_without_its_sql(orig, said):
+    """SQLAlchemy's message carries the statement and its parameters (another job's id, a run
+    token's hash): /healthz and the jobs' reasons get the driver's first line only."""
+    from sqlalchemy.exc import OperationalError
+
+    from andreas.service.database_errors import describe_failure
+    exc = OperationalError("INSERT INTO runs (job_id, token_hash) VALUES (%(job_id)s, %(h)s)",
+                           {"job_id": "job-0123456789ab", "h": "f" * 64}, Exception(orig))
+    assert "INSERT" in str(exc) and "job-0123456789ab" in str(exc)  # what reached /healthz
+    assert describe_failure(exc) == said
+    assert describe_failure(ValueError("bad\nsecond line")) == "ValueError: bad"

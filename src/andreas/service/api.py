@@ -22,7 +22,8 @@ from starlette.routing import Match
 from ..errors import AndreasError
 from ..executors import NodeInfo, make_executor
 from .config import ServiceConfig
-from .folders import ensure_writable, read_only, sqlite_folder
+from .database_errors import first_line, storage_trouble
+from .folders import ensure_writable, sqlite_folder
 from .jobs import Refused
 from .limits import BodyLimit, SecurityHeaders
 from .ratelimit import FailureLimiter
@@ -31,23 +32,6 @@ from .routes.deps import Services
 from .scheduler import Scheduler
 from .schemas import ERROR_RESPONSES
 from .store import Store
-
-
-def storage_trouble(error: str, database_folder: Path | None = None) -> str | None:
-    """What a database error says about the disk under it (SQLite's and PostgreSQL's words):
-    "the disk is full", "its files are read-only", "its file system is read-only", or None
-    for anything else. SQLite says only "disk I/O error" on a file system the kernel
-    remounted read-only after a disk error: `database_folder` (SQLite's) is then looked at."""
-    text = error.lower()
-    if "disk is full" in text or "no space left" in text or "could not extend file" in text:
-        return "the disk is full"
-    if "readonly database" in text:
-        return "its files are read-only"
-    if "read-only file system" in text or (
-            "disk i/o error" in text and database_folder is not None
-            and read_only(database_folder)):
-        return "its file system is read-only"
-    return None
 
 
 def _nodes(config: ServiceConfig) -> list[NodeInfo]:
@@ -116,7 +100,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
         """The database is unreachable (PostgreSQL restarting, a network cut): a 503 with a
         sentence and Retry-After, not a 500 traceback. Running jobs go on meanwhile, and the
         scheduler retries its decisions until the database is back."""
-        first = str(getattr(exc, "orig", exc)).strip().splitlines()[0][:200]
+        first = first_line(exc)
         folder = sqlite_folder(config.database_url)
         cause = storage_trouble(first, folder)
         if cause is not None:  # reachable, but it cannot write: say what the operator must do

@@ -35,9 +35,10 @@ from ..policies.base import Assignment, JobView, Snapshot, stops_job
 from ..sim.forecast import JobForecast
 from .accounting import Accounting
 from .config import ServiceConfig
+from .database_errors import describe_failure
 from .db import DrainedNode, JobRow, ProgressRow, RunRow, User
 from .decider import Decider, make_decider, warm_up_snapshot
-from .folders import FolderRefused, refused_write
+from .folders import FolderRefused, refused_write, sqlite_folder
 from .learning import speed_factor
 from .metrics import decision_histogram
 from .planner import Planner, waiting_reasons
@@ -162,7 +163,9 @@ class Scheduler:
             except Exception as exc:  # keep serving; the next tick retries (tick keeps why)
                 failures += 1
                 self.errors += 1
-                self.last_error = f"{type(exc).__name__}: {exc}"
+                # a sentence for /healthz and the jobs' reasons; the SQL and its parameters
+                # (other jobs' ids) only in the log
+                self.last_error = describe_failure(exc, sqlite_folder(self.config.database_url))
                 log.exception("scheduler tick failed")
 
     # ------------------------------------------------------------------ one step

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from contextlib import contextmanager
 
+import psutil
 import pytest
 from conftest import wait_for, write_service_files
 
@@ -137,6 +138,7 @@ def test_postgresql_on_a_full_disk_says_so_without_sql_and_recovers(tmp_path,
             detail = answer.json()["detail"]
             assert "cannot write to its database: the disk is full" in detail, detail
             assert "nothing was stored" in detail and answer.headers["Retry-After"]
+            assert "try again once the database server's disk has room" in detail, detail
         if health["scheduler"].startswith("failing"):
             said = health["scheduler"]
             assert said.startswith("failing: the database cannot write: the disk is full"), said
@@ -323,3 +325,67 @@ def test_a_file_system_turned_read_only_under_running_jobs_keeps_every_job(tmp_p
                 service.post(f"/jobs/{i}/cancel")
             wait_for(lambda: all(service.get(f"/jobs/{i}").json()["state"] == "cancelled"
                                  for i in ids), what="the jobs to stop")
+
+
+def test_postgresql_on_a_file_system_turned_read_only_answers_503_and_recovers(tmp_path):
+    """The kernel remounts PostgreSQL's file system read-only after a disk error while the
+    service runs a job. PostgreSQL's next WAL write fails, which it reports as a privilege
+    error (EROFS is "insufficient privilege" to it), and it stops. Found: that submission
+    answered a bare 500. Now every answer meanwhile is a 503 with a sentence (the database's
+    file system is read-only, or unreachable once PostgreSQL has stopped); repaired (fsck,
+    mounted again, PostgreSQL started), the service lists the job, which ran on throughout."""
+    import pgserver
+
+    files = write_service_files(tmp_path / "files").parent
+    with _ext4(tmp_path) as (data, image, switch):
+        server = pgserver.get_server(data / "pg", cleanup_mode="stop")
+        try:
+            server.psql("CREATE DATABASE rodisk;")
+            url = server.get_uri("rodisk").replace("postgresql://", "postgresql+psycopg://", 1)
+            service = LocalService(tmp_path / "svc", (files / "cluster.yaml").read_text(),
+                                   (files / "profiles.csv").read_text(),
+                                   options="policy: fifo\nperiod_s: null\ngrace_s: 1\n",
+                                   database_url=url, log=tmp_path / "service.log")
+            with service:
+                job = service.post("/jobs", json=BODY).json()["id"]
+                wait_for(lambda: service.get(f"/jobs/{job}").json()["state"] == "running",
+                         what="the job to run")
+                os.sync()  # what was written before the error is on the disk (pgserver's
+                with open(switch, "w") as f:  # own files too, which it reads to stop)
+                    f.write("1")
+                said = []
+                for _ in range(5):
+                    answer = service.post("/jobs", json=BODY)
+                    assert answer.status_code == 503, answer.text
+                    assert answer.headers["Retry-After"]
+                    said.append(answer.json()["detail"])
+                    said.append(service.get("/healthz").json()["scheduler"])
+                assert any("its file system is read-only" in d for d in said), said
+                for detail in said[::2]:
+                    assert detail.startswith(("the database is unreachable", "the service cannot "
+                                              "write to its database: its file system is read-"
+                                              "only")), detail
+                    if "read-only" in detail:
+                        assert "try again once the database server's disk is writable" in detail
+                health = service.get("/healthz")
+                assert health.status_code == 503 and health.json()["database"].startswith("error")
+                postmaster = server.get_pid()
+                _kill_holders(data)  # PostgreSQL, as a reboot would; the job's files are not here
+                # gone, not a zombie: its stale postmaster.pid would otherwise look alive
+                wait_for(lambda: not psutil.pid_exists(postmaster), what="PostgreSQL to be gone")
+                wait_for(lambda: subprocess.run(["umount", str(data)]).returncode == 0,
+                         what=f"{data} to unmount")
+                checked = subprocess.run(["e2fsck", "-fy", str(image)], capture_output=True,
+                                         text=True)
+                assert checked.returncode in (0, 1), checked.stdout
+                subprocess.run(["mount", "-o", "loop", str(image), str(data)], check=True)
+                server.ensure_postgres_running()
+                wait_for(lambda: service.get("/healthz").status_code == 200,
+                         what="the service to see the database again", timeout=120)
+                assert [(j["id"], j["state"]) for j in service.get("/jobs").json()] \
+                    == [(job, "running")], (tmp_path / "service.log").read_text()[-3000:]
+                service.post(f"/jobs/{job}/cancel")
+                wait_for(lambda: service.get(f"/jobs/{job}").json()["state"] == "cancelled",
+                         what="the job to stop")
+        finally:
+            server.cleanup()

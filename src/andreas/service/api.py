@@ -15,7 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
-from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
@@ -94,21 +94,26 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
             headers["Allow"] = ", ".join(sorted(methods))
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
 
-    @app.exception_handler(OperationalError)
-    @app.exception_handler(InterfaceError)
-    async def _database_down(request: Request, exc: Exception):
-        """The database is unreachable (PostgreSQL restarting, a network cut): a 503 with a
-        sentence and Retry-After, not a 500 traceback. Running jobs go on meanwhile, and the
-        scheduler retries its decisions until the database is back."""
+    @app.exception_handler(DBAPIError)
+    async def _database_trouble(request: Request, exc: DBAPIError):
+        """The database is unreachable (PostgreSQL restarting, a network cut) or cannot write
+        (its disk full or read-only): a 503 with a sentence and Retry-After, not a 500
+        traceback. Running jobs go on meanwhile, and the scheduler retries its decisions until
+        the database is back. Any other database error stays a 500, logged."""
         first = first_line(exc)
         folder = sqlite_folder(config.database_url)
         cause = storage_trouble(first, folder)
         if cause is not None:  # reachable, but it cannot write: say what the operator must do
+            # (PostgreSQL says a read-only file system under its WAL with a privilege error)
             once = "has room" if cause == "the disk is full" else "is writable again"
+            where = folder or ("its data folder" if config.database_url.startswith("sqlite")
+                               else "the database server's disk")
             return JSONResponse({"detail": f"the service cannot write to its database: {cause} "
                                            f"({first}); nothing was stored; try again once "
-                                           f"{folder or config.data_dir} {once}"},
+                                           f"{where} {once}"},
                                 status_code=503, headers={"Retry-After": "30"})
+        if not isinstance(exc, (OperationalError, InterfaceError)):
+            raise exc
         return JSONResponse({"detail": f"the database is unreachable ({first}); try again "
                                        "shortly"}, status_code=503, headers={"Retry-After": "5"})
 

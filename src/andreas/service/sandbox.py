@@ -49,9 +49,11 @@ def free_port() -> int:
 class LocalService:
     def __init__(self, folder: Path, cluster_yaml: str, profiles_csv: str, *,
                  options: str = "", database_url: str | None = None,
-                 cwd: Path | None = None) -> None:
-        """`options`: more service.yaml lines (policy, period_s, ...), after the defaults."""
-        self.folder, self.database_url, self.cwd = folder, database_url, cwd
+                 cwd: Path | None = None, log: Path | None = None) -> None:
+        """`options`: more service.yaml lines (policy, period_s, ...), after the defaults;
+        `log`: a file the service's output is appended to (else it is dropped, as the load
+        benchmark wants: uvicorn logs every request)."""
+        self.folder, self.database_url, self.cwd, self.log = folder, database_url, cwd, log
         self.port, self.token = free_port(), secrets.token_urlsafe(24)
         self.url = f"http://127.0.0.1:{self.port}"
         self.headers = {"Authorization": f"Bearer {self.token}"}
@@ -65,11 +67,16 @@ class LocalService:
 
     def start(self, timeout_s: float = 120.0) -> "LocalService":
         extra = ["--database-url", self.database_url] if self.database_url else []
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "andreas", "serve", "--config",
-             str(self.folder / "service.yaml"), "--port", str(self.port), *extra],
-            env=dict(os.environ, ANDREAS_ADMIN_TOKEN=self.token), cwd=self.cwd,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        output = open(self.log, "a") if self.log else subprocess.DEVNULL
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "andreas", "serve", "--config",
+                 str(self.folder / "service.yaml"), "--port", str(self.port), *extra],
+                env=dict(os.environ, ANDREAS_ADMIN_TOKEN=self.token), cwd=self.cwd,
+                stdout=output, stderr=subprocess.STDOUT)
+        finally:
+            if not isinstance(output, int):  # the child has its own copy
+                output.close()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             try:

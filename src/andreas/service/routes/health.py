@@ -9,6 +9,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, PlainTextResponse
 from sqlalchemy import select
 
+from ..database_errors import first_line
 from ..folders import read_only, sqlite_folder
 from ..metrics import metrics_text
 from .deps import CurrentUser, ServicesDep
@@ -37,7 +38,7 @@ def healthz(svc: ServicesDep):
             s.execute(select(1))
         database = "ok"
     except Exception as exc:  # reported, not raised: a 503 below
-        database = f"error: {str(exc).strip().splitlines()[0][:200]}"
+        database = f"error: {first_line(exc)}"
     failing = svc.scheduler.last_error is not None
     state = ("failing: " + str(svc.scheduler.last_error)) if failing else (
         "running" if svc.scheduler.alive() else "stopped")

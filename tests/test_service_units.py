@@ -302,3 +302,4 @@ def test_a_failed_tick_is_described_without_its_sql(orig, said):
     assert "INSERT" in str(exc) and "job-0123456789ab" in str(exc)  # what reached /healthz
     assert describe_failure(exc) == said
     assert describe_failure(ValueError("bad\nsecond line")) == "ValueError: bad"
+    assert describe_failure(KeyError("job-0123456789ab")) == "KeyError: 'job-…'"  # no one's id

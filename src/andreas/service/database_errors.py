@@ -5,9 +5,13 @@ answers without a token, and a job's reason is read by its owner."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from .folders import read_only
+
+JOB_ID = re.compile(r"\bjob-[0-9a-f]{12}\b")
+"""A job id as the service makes them (jobs.py): said to no one but its owner and admins."""
 
 
 def first_line(exc: BaseException) -> str:
@@ -37,10 +41,11 @@ def storage_trouble(error: str, database_folder: Path | None = None) -> str | No
 def describe_failure(exc: BaseException, database_folder: Path | None = None) -> str:
     """Why a scheduler tick failed, in one line without SQL: "the database cannot write: the
     disk is full (could not extend file ...)" for a refused write, "the database failed:
-    <its first line>" for another database error, "<ExceptionType>: <first line>" else."""
+    <its first line>" for another database error, "<ExceptionType>: <first line>" else. Job
+    ids in it read "job-…": every waiting job's owner reads it, and /healthz needs no token."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    first = first_line(exc)
+    first = JOB_ID.sub("job-…", first_line(exc))
     if not isinstance(exc, SQLAlchemyError):
         return f"{type(exc).__name__}: {first}"
     cause = storage_trouble(first, database_folder)

@@ -53,8 +53,12 @@ def database_url(request, tmp_path):
     server = request.getfixturevalue("pg_server")
     name = f"t{next(_db_counter)}_{abs(hash(str(tmp_path))) % 10**8}"
     server.psql(f"CREATE DATABASE {name};")
-    uri = server.get_uri(name)
-    return uri.replace("postgresql://", "postgresql+psycopg://", 1)
+    return psycopg_url(server, name)
+
+
+def psycopg_url(server, name: str) -> str:
+    """The SQLAlchemy URL (psycopg 3 driver) of database `name` on a pgserver server."""
+    return server.get_uri(name).replace("postgresql://", "postgresql+psycopg://", 1)
 
 
 def write_service_files(directory: Path, *, nodes: str | None = None, extra: str = "",

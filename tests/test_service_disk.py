@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 import psutil
 import pytest
-from conftest import wait_for, write_service_files
+from conftest import psycopg_url, wait_for, write_service_files
 
 from andreas.service.sandbox import LocalService
 
@@ -38,6 +38,17 @@ def small_disk(tmp_path):
         yield disk
 
 
+FIFO = "policy: fifo\nperiod_s: null\ngrace_s: 1\n"  # decides at each event, stops fast
+
+
+def _service(tmp_path, folder, options="", **kwargs) -> LocalService:
+    """A real `andreas serve` in `folder` on conftest's small cluster, planning with fifo;
+    `options`: more service.yaml lines; `kwargs`: LocalService's (database_url, log)."""
+    files = write_service_files(tmp_path / "files").parent
+    return LocalService(folder, (files / "cluster.yaml").read_text(),
+                        (files / "profiles.csv").read_text(), options=FIFO + options, **kwargs)
+
+
 def _fill(path):
     """Write zeros to `path` until the file system says it is full."""
     with open(path, "wb", buffering=0) as f:
@@ -53,10 +64,7 @@ def _fill(path):
 
 
 def test_a_full_disk_refuses_clearly_and_recovers(small_disk, tmp_path):
-    files = write_service_files(tmp_path / "files").parent
-    service = LocalService(small_disk / "svc", (files / "cluster.yaml").read_text(),
-                           (files / "profiles.csv").read_text(),
-                           options="policy: fifo\nperiod_s: null\ngrace_s: 1\n")
+    service = _service(tmp_path, small_disk / "svc")
     with service:
         first = service.post("/jobs", json=BODY)
         assert first.status_code == 201
@@ -111,12 +119,7 @@ def test_postgresql_on_a_full_disk_says_so_without_sql_and_recovers(tmp_path,
     needed) and every waiting job's reason as the raw SQL with its parameters, another job's
     id and its run's token hash among them, and said nothing of a full disk."""
     server, disk = postgres_on_small_disk
-    url = server.get_uri("fulldisk").replace("postgresql://", "postgresql+psycopg://", 1)
-    files = write_service_files(tmp_path / "files").parent
-    service = LocalService(tmp_path / "svc", (files / "cluster.yaml").read_text(),
-                           (files / "profiles.csv").read_text(),
-                           options="policy: fifo\nperiod_s: null\ngrace_s: 1\n",
-                           database_url=url)
+    service = _service(tmp_path, tmp_path / "svc", database_url=psycopg_url(server, "fulldisk"))
     with service:
         first = service.post("/jobs", json=BODY).json()["id"]
         wait_for(lambda: service.get(f"/jobs/{first}").json()["state"] == "running",
@@ -190,13 +193,9 @@ def test_a_data_folder_turned_read_only_keeps_jobs_queued_and_says_why(tmp_path)
     """The data folder (logs, checkpoints, run folders) turns read-only while the service
     runs, the database elsewhere: a job that should start stays queued, not failed, with the
     reason on the job and on /healthz; it starts once the folder is writable again."""
-    files = write_service_files(tmp_path / "files").parent
     with _tmpfs(tmp_path / "data", "size=16m") as data:
-        service = LocalService(tmp_path / "svc", (files / "cluster.yaml").read_text(),
-                               (files / "profiles.csv").read_text(),
-                               options=f"policy: fifo\nperiod_s: null\ngrace_s: 1\n"
-                                       f"data_dir: {data}\n",
-                               database_url=f"sqlite:///{tmp_path}/andreas.db")
+        service = _service(tmp_path, tmp_path / "svc", f"data_dir: {data}\n",
+                           database_url=f"sqlite:///{tmp_path}/andreas.db")
         with service:
             remounted = subprocess.run(["mount", "-o", "remount,ro", str(data)],
                                        capture_output=True, text=True)
@@ -280,13 +279,9 @@ def test_a_file_system_turned_read_only_under_running_jobs_keeps_every_job(tmp_p
     reads, refuses writes with a 503 that names the read-only file system (SQLite says only
     "disk I/O error"), and /healthz says so. Repaired (the service stopped, the jobs gone as
     after a reboot, fsck, mounted again), the service lists every job and runs them again."""
-    files = write_service_files(tmp_path / "files").parent
     ticking = {**BODY, "command": ["sh", "-c", "while :; do echo tick; sleep 0.2; done"]}
     with _ext4(tmp_path) as (data, image, switch):
-        service = LocalService(tmp_path / "svc", (files / "cluster.yaml").read_text(),
-                               (files / "profiles.csv").read_text(),
-                               options=f"policy: fifo\nperiod_s: null\ngrace_s: 1\n"
-                                       f"data_dir: {data}/state\n")
+        service = _service(tmp_path, tmp_path / "svc", f"data_dir: {data}/state\n")
         with service:
             ids = [service.post("/jobs", json=ticking).json()["id"] for _ in range(2)]
             wait_for(lambda: [service.get(f"/jobs/{i}").json()["state"] for i in ids]
@@ -336,16 +331,13 @@ def test_postgresql_on_a_file_system_turned_read_only_answers_503_and_recovers(t
     mounted again, PostgreSQL started), the service lists the job, which ran on throughout."""
     import pgserver
 
-    files = write_service_files(tmp_path / "files").parent
     with _ext4(tmp_path) as (data, image, switch):
         server = pgserver.get_server(data / "pg", cleanup_mode="stop")
         try:
             server.psql("CREATE DATABASE rodisk;")
-            url = server.get_uri("rodisk").replace("postgresql://", "postgresql+psycopg://", 1)
-            service = LocalService(tmp_path / "svc", (files / "cluster.yaml").read_text(),
-                                   (files / "profiles.csv").read_text(),
-                                   options="policy: fifo\nperiod_s: null\ngrace_s: 1\n",
-                                   database_url=url, log=tmp_path / "service.log")
+            service = _service(tmp_path, tmp_path / "svc",
+                               database_url=psycopg_url(server, "rodisk"),
+                               log=tmp_path / "service.log")
             with service:
                 job = service.post("/jobs", json=BODY).json()["id"]
                 wait_for(lambda: service.get(f"/jobs/{job}").json()["state"] == "running",

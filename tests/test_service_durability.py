@@ -3,7 +3,6 @@ twice at once. Real processes: the service (uvicorn) and the training jobs."""
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -12,17 +11,13 @@ import httpx
 import psutil
 from conftest import epoch_lines, train_job, wait_for, write_service_files
 
+from andreas.service.sandbox import free_port
+
 TOKEN = "durable-admin"
 H = {"Authorization": f"Bearer {TOKEN}"}
 EPOCHS = 30
 HELD_AFTER = 3  # the jobs wait after this epoch until the test lets them go on: whatever the
 # machine's speed, both still run when the service is killed mid-run (moment 2)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Service:

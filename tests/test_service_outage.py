@@ -4,7 +4,7 @@ service plans again and nothing is lost."""
 
 import psutil
 import pytest
-from conftest import train_job, wait_for, write_service_files
+from conftest import psycopg_url, train_job, wait_for, write_service_files
 from fastapi.testclient import TestClient
 
 from andreas.service.api import create_app
@@ -32,7 +32,7 @@ def own_postgres(tmp_path):
 
 
 def test_the_service_rides_out_a_database_outage(tmp_path, own_postgres):
-    url = own_postgres.get_uri("outage").replace("postgresql://", "postgresql+psycopg://", 1)
+    url = psycopg_url(own_postgres, "outage")
     config = read_service_config(write_service_files(tmp_path / "svc")).with_database(url)
     with TestClient(create_app(config, admin_token="admin-secret")) as client:
         job = client.post("/jobs", headers=ADMIN, json=train_job(

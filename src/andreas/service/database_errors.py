@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from .folders import read_only
 
 JOB_ID = re.compile(r"\bjob-[0-9a-f]{12}\b")
@@ -43,8 +45,6 @@ def describe_failure(exc: BaseException, database_folder: Path | None = None) ->
     disk is full (could not extend file ...)" for a refused write, "the database failed:
     <its first line>" for another database error, "<ExceptionType>: <first line>" else. Job
     ids in it read "job-…": every waiting job's owner reads it, and /healthz needs no token."""
-    from sqlalchemy.exc import SQLAlchemyError
-
     first = JOB_ID.sub("job-…", first_line(exc))
     if not isinstance(exc, SQLAlchemyError):
         return f"{type(exc).__name__}: {first}"

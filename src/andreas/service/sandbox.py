@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import httpx
@@ -67,16 +68,13 @@ class LocalService:
 
     def start(self, timeout_s: float = 120.0) -> "LocalService":
         extra = ["--database-url", self.database_url] if self.database_url else []
-        output = open(self.log, "a") if self.log else subprocess.DEVNULL
-        try:
+        # the child keeps its own copy of the log's file descriptor
+        with open(self.log, "a") if self.log else nullcontext(subprocess.DEVNULL) as output:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "andreas", "serve", "--config",
                  str(self.folder / "service.yaml"), "--port", str(self.port), *extra],
                 env=dict(os.environ, ANDREAS_ADMIN_TOKEN=self.token), cwd=self.cwd,
                 stdout=output, stderr=subprocess.STDOUT)
-        finally:
-            if not isinstance(output, int):  # the child has its own copy
-                output.close()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             try:

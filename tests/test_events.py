@@ -138,3 +138,35 @@ def test_dropping_superseded_completions_keeps_what_pops_and_bounds_the_heap(mov
         return out
 
     assert drain(kept) == drain(plain)
+
+
+def test_a_simulation_collects_young_objects_less_often_and_restores_the_pacing():
+    import gc
+
+    from andreas import simulate
+    from andreas.sim import collector
+
+    seen = []
+
+    class Watching:
+        name = "watching"
+
+        def decide(self, snapshot):
+            seen.append(gc.get_threshold()[0])
+            return make_policy("fifo").decide(snapshot)
+
+    def two_jobs():
+        return scenario(cluster([("n1", "G", 1)], {"G": [100]}), {"p": {("G", 1): 1.0}},
+                        [job("a"), job("b", submit=5.0)])
+
+    before = gc.get_threshold()
+    simulate(two_jobs(), Watching())
+    assert seen and all(t == max(before[0], collector.YOUNG_THRESHOLD) for t in seen)
+    assert gc.get_threshold() == before
+    gc.set_threshold(9000, *before[1:])  # a caller's own, laxer pacing is kept inside
+    try:
+        seen.clear()
+        simulate(two_jobs(), Watching())
+        assert seen and set(seen) == {9000}
+    finally:
+        gc.set_threshold(*before)

@@ -32,6 +32,7 @@ from ..policies.base import (
     stops_job,
 )
 from ..policies.decision import Decision
+from .collector import paced_for_simulation
 from .events import EPS, Arrival, Completion, EventQueue, Timer
 from .segment_log import SegmentLog
 
@@ -536,7 +537,10 @@ def simulate(scenario: Scenario, policy: Policy, *, period: float | None = None,
              on_progress: Callable[[float, int, int], None] | None = None,
              period_only: bool = False, first_start_overhead: bool = False,
              every_round: bool = False) -> SimulationResult:
-    """Simulate `policy` on `scenario` and return segments, per-job records and the summary."""
-    return Simulator(scenario, policy, period=period, seed=seed, on_progress=on_progress,
-                     period_only=period_only, first_start_overhead=first_start_overhead,
-                     every_round=every_round).run()
+    """Simulate `policy` on `scenario` and return segments, per-job records and the summary
+    (with the garbage collector paced for a run: collector.py)."""
+    simulator = Simulator(scenario, policy, period=period, seed=seed, on_progress=on_progress,
+                          period_only=period_only, first_start_overhead=first_start_overhead,
+                          every_round=every_round)
+    with paced_for_simulation():
+        return simulator.run()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import kernel
-from .planning import Candidate, PlanningContext
+from .planning import PlanningContext, candidates
 from .scoring import Placed
 
 IMPLS = ("fast", "plain")
@@ -98,8 +98,8 @@ def to_placed(ctx: PlanningContext, node: np.ndarray, cand: np.ndarray,
     cols = cand[jobs]
     for j, n, was_moved, c in zip(
             jobs.tolist(), node[jobs].tolist(), moved[jobs].tolist(),
-            map(Candidate, table.ct[jobs, cols].tolist(), table.cg[jobs, cols].tolist(),
-                table.ctime[jobs, cols].tolist(), table.cen[jobs, cols].tolist(),
-                table.meets[jobs, cols].tolist())):
+            candidates(table.ct[jobs, cols].tolist(), table.cg[jobs, cols].tolist(),
+                       table.ctime[jobs, cols].tolist(), table.cen[jobs, cols].tolist(),
+                       table.meets[jobs, cols].tolist())):
         placed[j] = (n, ctx.as_placed(j, n, c) if was_moved else c)
     return placed

@@ -15,7 +15,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..cost import run_energy_cost, tardiness_cost
-from .base import Assignment, Plan, Snapshot
+from .base import Plan, Snapshot
+from .cluster_tables import ProfileRows, tables_for
 
 WAITING_PENALTY = 100.0
 """Proxy cost factor on a waiting job's lateness if it ran on its slowest configuration."""
@@ -77,27 +78,17 @@ class CandidateTable:
             self.tmin = self.tmax = np.full(len(nc), np.nan)
 
     @classmethod
-    def build(cls, ctx: "PlanningContext", hostable: dict) -> "CandidateTable":
-        """All jobs at once: each job's row gathers its profile's hostable configurations."""
+    def build(cls, ctx: "PlanningContext", rows: "ProfileRows") -> "CandidateTable":
+        """All jobs at once: each job's row gathers its profile's hostable configurations
+        (`rows`: the cluster's table of them, cluster_tables.ProfileRows)."""
         views, now = ctx.views, ctx.now
-        profiles = list(hostable)
-        J, P = len(views), len(profiles)
-        # at least one column: with none (no job has a configuration the cluster can host,
-        # e.g. non-preemptible jobs hold the GPUs it needs) every row is padding, and the
-        # passes' indexing by candidate column still has a column to read
-        C = max(1, max((len(c) for c in hostable.values()), default=0))
-        p_type = np.zeros((P, C), np.int64)
-        p_gpus = np.zeros((P, C), np.int64)
-        p_spe = np.zeros((P, C))
-        p_watts = np.zeros((P, C))
-        p_n = np.zeros(P, np.int64)
-        for i, name in enumerate(profiles):
-            for c, (_, t, g, spe) in enumerate(hostable[name]):
-                p_type[i, c], p_gpus[i, c], p_spe[i, c] = t, g, spe
-                p_watts[i, c] = ctx.power[t][g - 1]
-            p_n[i] = len(hostable[name])
-        index = {name: i for i, name in enumerate(profiles)}
-        pidx = np.array([index[v.job.profile] for v in views], np.int64)
+        J = len(views)
+        pidx, (p_type, p_gpus, p_spe, p_watts, p_n) = rows.lookup(
+            [v.job.profile for v in views])
+        # at least one column (ProfileRows): with none (no job has a configuration the
+        # cluster can host, e.g. non-preemptible jobs hold the GPUs it needs) every row is
+        # padding, and the passes' indexing by candidate column still has a column to read
+        C = p_type.shape[1]
         rem = np.array([v.remaining_epochs for v in views], float)
         # Restart overhead on a new start: only for jobs that have run. The table orders and
         # scores jobs against each other; charging a waiting job's first start here (as the
@@ -108,7 +99,7 @@ class CandidateTable:
         started = np.array([v.started for v in views], np.bool_)
         restart_left = np.array([v.restart_remaining_s for v in views], float)
         due = np.array(ctx.due, float)
-        node_type = np.array(ctx.node_type, np.int64)
+        node_type = ctx.tables.k_node_type
         cur_type = np.array([-1 if cur is None else node_type[cur[0]] for cur in ctx.current],
                             np.int64)
         cur_gpus = np.array([0 if cur is None else cur[1] for cur in ctx.current], np.int64)
@@ -192,21 +183,16 @@ class PlanningContext:
         fewer restarts, which real jobs (checkpoint, reload, warm-up) appreciate."""
         cluster = snapshot.cluster
         self.now = snapshot.time
-        self.type_names = list(cluster.gpu_types)
-        type_index = {name: i for i, name in enumerate(self.type_names)}
-        # Node draw above idle by busy GPUs: the idle draw is paid whatever the plan.
-        self.power = [tuple(cluster.gpu_types[t].extra_w(b) for b in
-                            range(1, len(cluster.gpu_types[t].node_power_w) + 1))
-                      for t in self.type_names]
+        # the cluster's own tables, shared by every decision on it (read-only)
+        tables = self.tables = tables_for(cluster)
+        self.type_names = tables.type_names
+        self.power = tables.power
         self.eur_per_joule = cluster.eur_per_joule()
-        self.node_names = [n.name for n in cluster.nodes]
-        self.node_type = [type_index[n.gpu_type] for n in cluster.nodes]
-        self.node_cap = [n.gpus for n in cluster.nodes]
-        node_index = {n: i for i, n in enumerate(self.node_names)}
-        self.nodes_of_type: list[list[int]] = [[] for _ in self.type_names]
-        for i, t in enumerate(self.node_type):
-            self.nodes_of_type[t].append(i)
-        largest = [max((self.node_cap[n] for n in ns), default=0) for ns in self.nodes_of_type]
+        self.node_names = tables.node_names
+        self.node_type = tables.node_type
+        self.node_cap = tables.node_cap
+        self.nodes_of_type = tables.nodes_of_type
+        node_index = tables.node_index
 
         self.views = snapshot.jobs
         self.job_ids = [v.job_id for v in self.views]
@@ -218,14 +204,7 @@ class PlanningContext:
                                 (node_index[v.assignment.node], v.assignment.gpus))
         self.overhead = max(cluster.restart_overhead_s, plan_restart_s)
         self.cluster = cluster
-        hostable: dict[str, list[tuple[str, int, int, float]]] = {}  # per profile
-        for v in self.views:
-            if v.job.profile not in hostable:
-                hostable[v.job.profile] = [
-                    (tname, type_index[tname], g, spe)
-                    for (tname, g), spe in snapshot.profiles.configs(v.job.profile).items()
-                    if tname in type_index and g <= largest[type_index[tname]]]
-        self.table = CandidateTable.build(self, hostable)
+        self.table = CandidateTable.build(self, tables.profile_rows(snapshot.profiles))
         self.cands: Sequence[list[Candidate]] = _LazyRows(self.table)
         self.tmin = self.table.tmin.tolist()
         self.tmax = self.table.tmax.tolist()
@@ -234,7 +213,7 @@ class PlanningContext:
             # host none of a waiting job's)
             horizon = max((t for t in self.tmax if t == t), default=0.0)
             self.eur_per_joule = cluster.eur_per_joule(self.now, self.now + horizon)
-        self.type_capacity = [sum(self.node_cap[n] for n in ns) for ns in self.nodes_of_type]
+        self.type_capacity = tables.type_capacity
         self.wait_penalty = [
             WAITING_PENALTY * tardiness_cost(w, self.now + tmax, d)
             for w, tmax, d in zip(self.weight, self.tmax, self.due)
@@ -296,5 +275,7 @@ class PlanningContext:
         return moved_time(cand.time_s, self.views[j].restart_remaining_s, self.overhead)
 
     def to_plan(self, placed: list[tuple[int, Candidate] | None]) -> Plan:
-        return {self.job_ids[j]: Assignment(self.node_names[e[0]], e[1].gpus)
+        """`placed` as a plan (each place's Assignment made once per cluster)."""
+        assignment = self.tables.assignment
+        return {self.job_ids[j]: assignment(e[0], e[1].gpus)
                 for j, e in enumerate(placed) if e is not None}

@@ -291,13 +291,12 @@ def _jobs_by_node(pn, N):
 
 
 @njit(cache=True)
-def _node_energy(n, start, members, pg, ptime, node_type, power, eur, acc):
+def _node_energy(n, start, members, pg, ptime, node_type, power, eur, acc, t, g):
     """`acc` plus node n's energy term of the look-ahead: its jobs' GPUs (`pg`) drawn until
     each ends (`ptime`), shortest first. (Added to `acc` term by term, so the look-ahead's sum
-    is the same to the bit whichever caller adds it up.)"""
+    is the same to the bit whichever caller adds it up.) `t` and `g`: scratch arrays of at
+    least the node's job count, the caller's (one allocation per score, not per node)."""
     m = start[n + 1] - start[n]
-    t = np.empty(m)
-    g = np.empty(m, np.int64)
     busy = 0
     for a in range(m):
         j = members[start[n] + a]
@@ -367,11 +366,14 @@ def lookahead_score(pn, pt, pg, ptime, P_ct, P_cg, P_ctime, P_cen, nc, due, weig
     # nodes in order of their first job
     order = np.argsort(first_j, kind="mergesort")
     start, members = _jobs_by_node(pn, N)
+    scratch_t = np.empty(J)
+    scratch_g = np.empty(J, np.int64)
     for oi in range(N):
         node = order[oi]
         if first_j[node] == J:
             break
-        cost = _node_energy(node, start, members, pg, ptime, node_type, power, eur, cost)
+        cost = _node_energy(node, start, members, pg, ptime, node_type, power, eur, cost,
+                            scratch_t, scratch_g)
     if nwait == 0:
         return cost
     # waiting jobs by pressure rank
@@ -544,6 +546,8 @@ def post_process(pn, pc, pm, free, ct, cg, ctime, cmov, mtime, cen, nc, home, us
         if pn[j] < 0:
             bounded = False
     node_e = np.zeros(N)
+    scratch_t = np.empty(J)  # _node_energy's
+    scratch_g = np.empty(J, np.int64)
     scale = 1.0  # sum of the terms' magnitudes: bounds the rounding of either sum
     cost = 0.0
     _, pg, ptime = _placed_config(pn, pc, pm, ct, cg, ctime, mtime)  # kept up to date
@@ -551,7 +555,7 @@ def post_process(pn, pc, pm, free, ct, cg, ctime, cmov, mtime, cen, nc, home, us
         for n in range(N):
             if start[n + 1] > start[n]:
                 node_e[n] = _node_energy(n, start, members, pg, ptime, node_type, power, eur,
-                                         0.0)
+                                         0.0, scratch_t, scratch_g)
                 scale += abs(node_e[n])
         for j in range(J):
             scale += _late_cost(j, ptime, due, weight, now)
@@ -616,7 +620,8 @@ def post_process(pn, pc, pm, free, ct, cg, ctime, cmov, mtime, cen, nc, home, us
                 pg[j] = cg[j, c]
                 ptime[j] = mtime[j, c] if pm[j] else ctime[j, c]
                 if bounded:
-                    e = _node_energy(n, start, members, pg, ptime, node_type, power, eur, 0.0)
+                    e = _node_energy(n, start, members, pg, ptime, node_type, power, eur, 0.0,
+                                     scratch_t, scratch_g)
                     new_late = _late_cost(j, ptime, due, weight, now)
                     rise = e - node_e[n] + new_late - old_late
                     if abs(rise) <= 1e-9 * scale:  # a close call: the whole scores decide

@@ -240,9 +240,12 @@ class RandomizedGreedy:
         passes (the slack guard compares against the latter; running it again cost a pass)."""
         p = self.params
         size = p.elite_size if size is None else min(size, p.elite_size)
-        iterations = max(1, min(p.max_iterations, self.iteration_cap(ctx)))
+        iterations = p.max_iterations
         if p.pass_budget:
-            iterations = max(1, min(iterations, p.pass_budget // max(1, len(ctx.job_ids))))
+            iterations = min(iterations, p.pass_budget // max(1, len(ctx.job_ids)))
+        if iterations > len(ctx.node_names) * len(ctx.job_ids):  # else below any cap
+            iterations = min(iterations, self.iteration_cap(ctx))
+        iterations = max(1, iterations)
         draws = self.draws(ctx, iterations)
         starts = [ordered(ctx, p.order)] + [ordered(ctx, o) for o in p.extra_orders
                                             if iterations > 1]
@@ -321,7 +324,7 @@ class RandomizedGreedy:
 def ordered(ctx: PlanningContext, order: str) -> list[int]:
     """Every job of `ctx` in the named order: the deterministic pass's (and the extra
     passes') starting order."""
-    return ORDERINGS[order](ctx, list(range(len(ctx.job_ids))))
+    return ctx.ordered(order)
 
 
 def spends_needed_slack(ctx: PlanningContext, base: Placed, other: Placed,

@@ -55,10 +55,13 @@ def adaptive(ctx: PlanningContext, jobs: list[int]) -> list[int]:
     them cannot even on their fastest configuration. Serving the most-late job first (pressure)
     protects due dates that are still reachable; when most are lost, weighted shortest-first
     (ATC, which tends to WSPT as slack vanishes) minimises the weighted tardiness."""
-    if not jobs:
-        return []
+    return ORDERINGS[adaptive_choice(ctx, jobs)](ctx, jobs)
+
+
+def adaptive_choice(ctx: PlanningContext, jobs: list[int]) -> str:
+    """The order `adaptive` serves `jobs` in: "atc" or "pressure"."""
     hopeless = sum(1 for j in jobs if ctx.now + ctx.tmin[j] > ctx.due[j])
-    return atc(ctx, jobs) if hopeless >= OVERLOAD_SHARE * len(jobs) else pressure(ctx, jobs)
+    return "atc" if jobs and hopeless >= OVERLOAD_SHARE * len(jobs) else "pressure"
 
 
 ORDERINGS: dict[str, Ordering] = {"adaptive": adaptive, "fifo": fifo, "edf": edf, "ps": ps,

@@ -204,6 +204,7 @@ class PlanningContext:
                                 (node_index[v.assignment.node], v.assignment.gpus))
         self.overhead = max(cluster.restart_overhead_s, plan_restart_s)
         self.cluster = cluster
+        self._orders: dict[str, list[int]] = {}  # `ordered`
         self.table = CandidateTable.build(self, tables.profile_rows(snapshot.profiles))
         self.cands: Sequence[list[Candidate]] = _LazyRows(self.table)
         self.tmin = self.table.tmin.tolist()
@@ -231,12 +232,23 @@ class PlanningContext:
     def pressure_rank(self) -> list[int]:
         """Every job's rank in the pressure order (look-ahead scoring and local search only,
         so the baselines do not pay for the sort)."""
-        from .orderings import pressure
-
         rank = [0] * len(self.views)
-        for r, j in enumerate(pressure(self, list(range(len(self.views))))):
+        for r, j in enumerate(self.ordered("pressure")):
             rank[j] = r
         return rank
+
+    def ordered(self, order: str) -> list[int]:
+        """Every job in the named order (orderings.ORDERINGS), sorted once per context: the
+        passes' starting order and the look-ahead's pressure ranks are often the same sort.
+        A new list each call (callers may reorder it)."""
+        from .orderings import ORDERINGS, adaptive_choice
+
+        if order == "adaptive":
+            order = adaptive_choice(self, list(range(len(self.views))))
+        cached = self._orders.get(order)
+        if cached is None:
+            cached = self._orders[order] = ORDERINGS[order](self, list(range(len(self.views))))
+        return list(cached)
 
     def busy_after(self, placed: list[tuple[int, Candidate] | None]) -> list[int]:
         """Busy GPUs per node once every placed job holds its GPUs."""

@@ -36,6 +36,8 @@ def stops_job(current: Assignment | None, target: Assignment | None) -> bool:
     waits) stops the job's process: a pause, or a move to another node or GPU count. A new power
     limit alone is applied to the running process. The one restart rule of the simulator, the
     forecast, the service and the policies' cost estimates."""
+    if current is target:  # the same object (plans reuse one per place): nothing changes
+        return False
     return current is not None and (target is None or current.place() != target.place())
 
 

@@ -9,7 +9,7 @@ operator can be told why a job does not run.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import dataclass
 
 from .base import Assignment
@@ -80,6 +80,23 @@ class Decision(Mapping[str, Assignment]):
 
     def __len__(self) -> int:
         return len(self._assignments)
+
+    # The dict's own methods, not Mapping's generic ones built on __getitem__: a driver looks
+    # up every active job in every decision (a replay: millions of look-ups). Read-only views.
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self._assignments
+
+    def get(self, job_id, default=None):
+        return self._assignments.get(job_id, default)
+
+    def keys(self) -> KeysView[str]:
+        return self._assignments.keys()
+
+    def items(self) -> ItemsView[str, Assignment]:
+        return self._assignments.items()
+
+    def values(self) -> ValuesView[Assignment]:
+        return self._assignments.values()
 
     def __eq__(self, other: object) -> bool:
         """Equal to any mapping with the same assignments (revisit time and reasons aside)."""

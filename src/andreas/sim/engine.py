@@ -168,7 +168,8 @@ class Simulator:
                  start: float = 0.0, preset: Mapping[str, JobView] | None = None,
                  record_decisions: bool = False, period_only: bool = False,
                  first_start_overhead: bool = False, every_round: bool = False,
-                 first_revisit: float | None = None) -> None:
+                 first_revisit: float | None = None,
+                 after_decision: Callable[[], None] | None = None) -> None:
         """`start` and `preset` let a live driver forecast from now: jobs submitted by `start`
         begin in the state their `JobView` gives (running where it has an assignment, with its
         remaining restart overhead), and the policy is first asked at the next event, or at
@@ -183,7 +184,8 @@ class Simulator:
         quiet rounds too (the policy then sees the same jobs where it left them, later).
         `first_start_overhead` makes a job's first start pay the restart overhead too (not
         counted as a restart): real processes start up (interpreter, data, CUDA) before their
-        first epoch, which the paper's model leaves out."""
+        first epoch, which the paper's model leaves out. `after_decision` is called after each
+        decision has been applied (`simulate` collects garbage there: collector.py)."""
         if period is not None and period <= 0:
             raise AndreasError(f"period must be > 0 seconds, got {period}")
         if period_only and period is None:
@@ -216,6 +218,7 @@ class Simulator:
         self.revisit = math.inf if first_revisit is None else first_revisit
         # a policy that keeps running jobs as they run is asked about the waiting ones alone
         self.waiting_only = not preempts(policy)
+        self.after_decision = after_decision
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> SimulationResult:
@@ -271,6 +274,8 @@ class Simulator:
             if decided:
                 changed = False
                 self._decide(now, self.active)
+                if self.after_decision is not None:
+                    self.after_decision()
             if self.on_progress:
                 self.on_progress(now, self.done, len(jobs))
         for n in range(len(self.nodes)):
@@ -539,8 +544,7 @@ def simulate(scenario: Scenario, policy: Policy, *, period: float | None = None,
              every_round: bool = False) -> SimulationResult:
     """Simulate `policy` on `scenario` and return segments, per-job records and the summary
     (with the garbage collector paced for a run: collector.py)."""
-    simulator = Simulator(scenario, policy, period=period, seed=seed, on_progress=on_progress,
-                          period_only=period_only, first_start_overhead=first_start_overhead,
-                          every_round=every_round)
-    with paced_for_simulation():
-        return simulator.run()
+    with paced_for_simulation() as between_decisions:
+        return Simulator(scenario, policy, period=period, seed=seed, on_progress=on_progress,
+                         period_only=period_only, first_start_overhead=first_start_overhead,
+                         every_round=every_round, after_decision=between_decisions).run()

@@ -282,3 +282,22 @@ def test_a_new_job_takes_a_node_with_room_rather_than_a_running_jobs_gpus(name):
     plan = make_policy(name, seed=1, steps="", hold_share="off").decide(snap)
     assert plan["r"] == Assignment("n0", 2)
     assert plan["w"] == Assignment("n1", 2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(snapshots(), st.data())
+def test_the_pressure_order_is_the_sort_by_its_definition(snap, data):
+    """orderings.pressure sorts in numpy: the order of the plain sort by (-pressure, submit
+    time), ties kept in the given order, on any subset of the jobs in any order."""
+    from andreas.policies.orderings import pressure
+
+    ctx = PlanningContext(snap)
+    jobs = data.draw(st.permutations(range(len(ctx.job_ids))))
+    jobs = jobs[: data.draw(st.integers(0, len(jobs)))]
+
+    def p(j):
+        x = ctx.now + ctx.tmin[j] - ctx.due[j]
+        return x * ctx.weight[j] if x > 0 else x
+
+    assert pressure(ctx, list(jobs)) == sorted(
+        jobs, key=lambda j: (-p(j), ctx.views[j].job.submit_time))

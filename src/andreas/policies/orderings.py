@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+import numpy as np
+
 from .planning import PlanningContext
 
 Ordering = Callable[[PlanningContext, list[int]], list[int]]
@@ -29,10 +31,18 @@ wspt = _by(lambda ctx, j: -ctx.weight[j] / ctx.tmin[j])
 
 def pressure(ctx: PlanningContext, jobs: list[int]) -> list[int]:
     """ANDREAS: decreasing now + t_min − due, multiplied by the weight when positive."""
-    def p(j: int) -> float:
-        x = ctx.now + ctx.tmin[j] - ctx.due[j]
-        return x * ctx.weight[j] if x > 0 else x
-    return sorted(jobs, key=lambda j: (-p(j), ctx.views[j].job.submit_time))
+    tmin = ctx.table.tmin[jobs]
+    if np.isnan(tmin).any():  # a job with no configuration here: the sort's own NaN order
+        def p(j: int) -> float:
+            x = ctx.now + ctx.tmin[j] - ctx.due[j]
+            return x * ctx.weight[j] if x > 0 else x
+        return sorted(jobs, key=lambda j: (-p(j), ctx.views[j].job.submit_time))
+    # the same keys and the same stable order as that sort, in numpy (the greedy sorts every
+    # job by pressure at every decision)
+    x = ctx.now + tmin - np.array([ctx.due[j] for j in jobs])
+    key = np.where(x > 0, x * np.array([ctx.weight[j] for j in jobs]), x)
+    submit = np.array([ctx.views[j].job.submit_time for j in jobs])
+    return np.asarray(jobs)[np.lexsort((submit, -key))].tolist()
 
 
 def atc(ctx: PlanningContext, jobs: list[int]) -> list[int]:

@@ -301,3 +301,23 @@ def test_the_pressure_order_is_the_sort_by_its_definition(snap, data):
 
     assert pressure(ctx, list(jobs)) == sorted(
         jobs, key=lambda j: (-p(j), ctx.views[j].job.submit_time))
+
+
+def test_a_job_view_is_a_frozen_dataclass_with_its_own_fast_init():
+    import dataclasses
+    import pickle
+
+    from andreas.policies.base import JobView
+
+    j = job("a")
+    view = JobView(j, 3.0, Assignment("n1", 2), True, 0.5)
+    assert [f.name for f in dataclasses.fields(JobView)] == [
+        "job", "remaining_epochs", "assignment", "started", "restart_remaining_s"]
+    assert (view.job, view.remaining_epochs, view.assignment, view.started,
+            view.restart_remaining_s) == (j, 3.0, Assignment("n1", 2), True, 0.5)
+    assert JobView(j, 3.0) == JobView(j, 3.0, None, False, 0.0) != view
+    assert dataclasses.replace(view, started=False).started is False
+    assert pickle.loads(pickle.dumps(view)) == view and hash(view) == hash(
+        JobView(j, 3.0, Assignment("n1", 2), True, 0.5))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        view.remaining_epochs = 1.0  # type: ignore[misc]

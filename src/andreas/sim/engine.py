@@ -41,7 +41,7 @@ class SimulationError(AndreasError):
     pass
 
 
-@dataclass
+@dataclass(slots=True)
 class _Stretch:
     """A job's current hold on GPUs of one node in one configuration. Its progress is a
     function of time, read when needed (`epochs_at`), not updated at every event."""
@@ -70,7 +70,7 @@ class _Stretch:
         return self.restart_end + self.todo * self.seconds_per_epoch
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _JobState:
     job: Job
     remaining: float  # epochs left at the start of the current stretch (or now, if waiting)
@@ -89,7 +89,7 @@ class _JobState:
         return self.remaining if st is None else self.remaining - st.epochs_at(t)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _NodeState:
     """One node's draw: busy GPUs, watts saved by power limits, the jobs on it, and the time
     up to which its energy (and its jobs' shares) has been counted."""

@@ -1,7 +1,11 @@
 """Hand-computed cost cases. Power and price are chosen so that 1 J costs 1e-7 EUR."""
 
+import math
+
 import pytest
 from helpers import Scripted, cluster, job, scenario
+from hypothesis import given
+from hypothesis import strategies as st
 
 from andreas.cost import account_segments
 from andreas.policies import make_policy
@@ -146,3 +150,14 @@ def test_restarting_gpus_draw_the_types_restart_power():
                               sc.profiles.table, sc.jobs), make_policy("fifo"),
                      first_start_overhead=True)
     assert plain.summary["energy_cost"] == pytest.approx((200 * 15 + 100 * 10) * E)
+
+
+@given(st.lists(st.tuples(st.floats(0, 10), st.one_of(st.floats(-1e6, 1e6), st.just(math.nan)),
+                          st.floats(-1e6, 1e6)), max_size=20))
+def test_tardiness_costs_is_tardiness_cost_elementwise_to_the_bit(rows):
+    import numpy as np
+
+    from andreas.cost import tardiness_cost, tardiness_costs
+
+    w, c, d = (np.array([r[i] for r in rows], float) for i in range(3))
+    assert tardiness_costs(w, c, d).tolist() == [tardiness_cost(*r) for r in rows]

@@ -10,12 +10,20 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+import numpy as np
+
 from .model import Cluster, Job, Segment
 
 
 def tardiness_cost(weight: float, completion: float, due: float) -> float:
     """EUR owed for finishing after the due date: weight × max(0, completion − due)."""
     return weight * max(0.0, completion - due)
+
+
+def tardiness_costs(weight: np.ndarray, completion: np.ndarray, due: np.ndarray) -> np.ndarray:
+    """`tardiness_cost` elementwise, to the bit (a completion of NaN, unknown, owes 0 as the
+    scalar's max(0.0, nan) does)."""
+    return weight * np.fmax(0.0, completion - due)
 
 
 def run_energy_cost(cluster: Cluster, gpu_type: str, gpus: int, seconds: float,

@@ -56,19 +56,18 @@ def pack(ctx: PlanningContext) -> Packed:
     cluster's own (cluster_tables, shared and read-only)."""
     table, tables = ctx.table, ctx.tables
     J = len(ctx.job_ids)
-    home = np.array([-1 if cur is None else cur[0] for cur in ctx.current], np.int64)
-    home_g = np.array([0 if cur is None else cur[1] for cur in ctx.current], np.int64)
+    home, home_g = ctx.home, ctx.home_g
     # Moving a running job to another node of its own configuration pays the restart overhead
     # (the rule of PlanningContext.as_placed, for every candidate at once).
     node_type = tables.k_node_type
     home_type = np.where(home >= 0, node_type[np.maximum(home, 0)], -1)
     cmov = table.real & move_pays_overhead(ctx.overhead, home_type[:, None], home_g[:, None],
                                            table.ct, table.cg)
-    restart_left = np.array([v.restart_remaining_s for v in ctx.views], float).reshape(J, 1)
+    restart_left = ctx.restart_left.reshape(J, 1)
     mtime = np.where(cmov, moved_time(table.ctime, restart_left, ctx.overhead), table.ctime)
     return Packed(table.ct, table.cg, table.ctime, table.cen, cmov, mtime, table.nc, table.meets,
                   home, home_g, np.array(ctx.due, float), np.array(ctx.weight, float),
-                  np.array(ctx.wait_penalty, float), node_type, tables.k_node_cap,
+                  ctx.wait_penalties, node_type, tables.k_node_cap,
                   tables.k_power, tables.k_type_capacity, tables.k_type_nodes,
                   tables.k_type_start, ctx)
 

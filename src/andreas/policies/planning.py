@@ -10,13 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cached_property, partial
+from operator import attrgetter
 from typing import NamedTuple
 
 import numpy as np
 
-from ..cost import run_energy_cost, tardiness_cost
+from ..cost import run_energy_cost, tardiness_costs
 from .base import Plan, Snapshot
 from .cluster_tables import ProfileRows, tables_for
+
+_JOB, _ASSIGNMENT, _REMAINING = attrgetter("job"), attrgetter("assignment"), \
+    attrgetter("remaining_epochs")
+_STARTED, _RESTART_LEFT = attrgetter("started"), attrgetter("restart_remaining_s")
+_JOB_ID, _DUE, _WEIGHT = attrgetter("job_id"), attrgetter("due_date"), \
+    attrgetter("tardiness_weight")
+_PROFILE = attrgetter("job.profile")
 
 WAITING_PENALTY = 100.0
 """Proxy cost factor on a waiting job's lateness if it ran on its slowest configuration."""
@@ -84,25 +92,23 @@ class CandidateTable:
         views, now = ctx.views, ctx.now
         J = len(views)
         pidx, (p_type, p_gpus, p_spe, p_watts, p_n) = rows.lookup(
-            [v.job.profile for v in views])
+            list(map(_PROFILE, views)))
         # at least one column (ProfileRows): with none (no job has a configuration the
         # cluster can host, e.g. non-preemptible jobs hold the GPUs it needs) every row is
         # padding, and the passes' indexing by candidate column still has a column to read
         C = p_type.shape[1]
-        rem = np.array([v.remaining_epochs for v in views], float)
+        rem = np.fromiter(map(_REMAINING, views), float, J)
         # Restart overhead on a new start: only for jobs that have run. The table orders and
         # scores jobs against each other; charging a waiting job's first start here (as the
         # holds and the forecast do, Snapshot.first_start_overhead) made it look more urgent
         # than an identical job just started, which the plan then paused for it: a wasted
         # restart (the live service, under load). A first start's overhead is the same for
         # each of the job's candidates, so it does not change which one a job gets.
-        started = np.array([v.started for v in views], np.bool_)
-        restart_left = np.array([v.restart_remaining_s for v in views], float)
+        started = np.fromiter(map(_STARTED, views), np.bool_, J)
+        restart_left = ctx.restart_left
         due = np.array(ctx.due, float)
-        node_type = ctx.tables.k_node_type
-        cur_type = np.array([-1 if cur is None else node_type[cur[0]] for cur in ctx.current],
-                            np.int64)
-        cur_gpus = np.array([0 if cur is None else cur[1] for cur in ctx.current], np.int64)
+        cur_type = np.where(ctx.home >= 0, ctx.tables.k_node_type[np.maximum(ctx.home, 0)], -1)
+        cur_gpus = ctx.home_g
         ct, cg, nc = p_type[pidx], p_gpus[pidx], p_n[pidx]
         real = np.arange(C)[None, :] < nc[:, None]
         # run time: epochs × s/epoch, + the restart overhead of a started job, or what is left
@@ -194,14 +200,21 @@ class PlanningContext:
         self.nodes_of_type = tables.nodes_of_type
         node_index = tables.node_index
 
-        self.views = snapshot.jobs
-        self.job_ids = [v.job_id for v in self.views]
-        self.due = [v.job.due_date for v in self.views]
-        self.weight = [v.job.tardiness_weight for v in self.views]
-        self.current: list[tuple[int, int] | None] = []
-        for v in self.views:
-            self.current.append(None if v.assignment is None else
-                                (node_index[v.assignment.node], v.assignment.gpus))
+        # per job, as lists (and as arrays for the tables): one C-level pass per field
+        views = self.views = snapshot.jobs
+        jobs = list(map(_JOB, views))
+        self.job_ids = list(map(_JOB_ID, jobs))
+        self.due = list(map(_DUE, jobs))
+        self.weight = list(map(_WEIGHT, jobs))
+        self.current: list[tuple[int, int] | None] = [
+            None if a is None else (node_index[a.node], a.gpus)
+            for a in map(_ASSIGNMENT, views)]
+        J = len(views)
+        # where each job runs (node, -1: waiting; its GPU count there, 0) and what is left of
+        # its restart there, as arrays: the candidate table and the kernel read them
+        self.home = np.fromiter((-1 if c is None else c[0] for c in self.current), np.int64, J)
+        self.home_g = np.fromiter((0 if c is None else c[1] for c in self.current), np.int64, J)
+        self.restart_left = np.fromiter(map(_RESTART_LEFT, views), float, J)
         self.overhead = max(cluster.restart_overhead_s, plan_restart_s)
         self.cluster = cluster
         self._orders: dict[str, list[int]] = {}  # `ordered`
@@ -215,10 +228,9 @@ class PlanningContext:
             horizon = max((t for t in self.tmax if t == t), default=0.0)
             self.eur_per_joule = cluster.eur_per_joule(self.now, self.now + horizon)
         self.type_capacity = tables.type_capacity
-        self.wait_penalty = [
-            WAITING_PENALTY * tardiness_cost(w, self.now + tmax, d)
-            for w, tmax, d in zip(self.weight, self.tmax, self.due)
-        ]
+        self.wait_penalties = WAITING_PENALTY * tardiness_costs(
+            np.array(self.weight), self.now + self.table.tmax, np.array(self.due))
+        self.wait_penalty = self.wait_penalties.tolist()
 
     @cached_property
     def packed(self):

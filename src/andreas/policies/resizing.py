@@ -80,13 +80,14 @@ def repack(ctx: PlanningContext, placed: Placed, node: int) -> Move | None:
                     if c.gpu_type == kind and c.gpus <= room and c.meets_due),
                    key=lambda c: c.gpus, default=None)
 
+    room = ctx.node_cap[node]
     for j, e in enumerate(placed):
         if e is not None and e[0] == node:
             cand = fewest(j, e[1].gpus)
             if cand is not None and cand.gpus < e[1].gpus:
-                plan[j] = (node, ctx.as_placed(j, node, cand))
-    room = ctx.free_after(plan)[node]
-    for j in sorted(range(len(plan)), key=lambda j: ctx.pressure_rank[j]):
+                plan[j] = e = (node, ctx.as_placed(j, node, cand))
+            room -= e[1].gpus
+    for j in ctx.ordered("pressure"):
         if room == 0:
             break
         if plan[j] is not None and plan[j][0] == node:

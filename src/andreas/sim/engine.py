@@ -57,10 +57,6 @@ class _Stretch:
     saved_w: float = 0.0  # watts below the node table's draw for this job's GPUs
     restart_saved_w: float = 0.0  # and, until restart_end, this much more (GpuType.restart_w)
 
-    def saved_at(self, t: float) -> float:
-        """Watts below the table's draw in the piece that starts at `t`."""
-        return self.saved_w + (self.restart_saved_w if t < self.restart_end else 0.0)
-
     def epochs_at(self, t: float) -> float:
         """Epochs done in this stretch by time `t`."""
         return min(self.todo, max(0.0, t - self.restart_end) / self.seconds_per_epoch)
@@ -332,9 +328,11 @@ class Simulator:
         if t <= t0:
             return
         node.since = t
-        stretches = [s.stretch for s in node.jobs.values()]
-        restarting = [st for st in stretches if st is not None and st.restart_saved_w
-                      and t0 < st.restart_end]
+        restarting = [st for s in node.jobs.values() if (st := s.stretch) is not None
+                      and st.restart_saved_w and t0 < st.restart_end]
+        if not restarting:  # one piece (the common case: no restart drawing less)
+            self._energy(node, restarting, t0, t)
+            return
         ends = sorted({st.restart_end for st in restarting if st.restart_end < t})
         for a, b in zip([t0, *ends], [*ends, t]):
             self._energy(node, restarting, a, b)
@@ -356,9 +354,15 @@ class Simulator:
             self.energy_joules += watts * dt
             if priced:
                 self.energy_eur += priced(watts, t0, t1)
-        for s in node.jobs.values():
-            st = _held(s)
-            share = node.power[b - 1] * st.gpus / b - st.saved_at(t0)
+        if not node.jobs:
+            return
+        full = node.power[b - 1]
+        for s in node.jobs.values():  # each job's share, less what it saves (more while it
+            # restarts, until restart_end)
+            st = s.stretch
+            assert st is not None
+            share = full * st.gpus / b - (st.saved_w + (st.restart_saved_w
+                                                        if t0 < st.restart_end else 0.0))
             s.energy_joules += share * dt
             if priced:
                 s.energy_eur += priced(share, t0, t1)
@@ -474,7 +478,8 @@ class Simulator:
         config = (self.cluster.nodes[n].gpu_type, target.gpus)
         profiles = self.scenario.profiles
         spe = profiles.seconds_per_epoch(s.job.profile, *config, target.power_limit_w)
-        saved = profiles.saved_w(s.job.profile, config, target.power_limit_w) * target.gpus
+        saved = 0.0 if target.power_limit_w is None else \
+            profiles.saved_w(s.job.profile, config, target.power_limit_w) * target.gpus
         restart_saved = (self.cluster.gpu_types[config[0]].restart_saving_w(target.gpus)
                          if restart_end > now else 0.0)
         st = s.stretch = _Stretch(n, target.gpus, spe, now, restart_end, s.remaining, target,

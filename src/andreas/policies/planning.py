@@ -131,13 +131,17 @@ class CandidateTable:
         miss = np.where(real, (~ok).astype(np.int64), 2)
         order = np.lexsort((np.where(ok, times, energy), np.where(ok, energy, times), miss),
                            axis=-1)
-        take = np.take_along_axis
-        zero = ~take(real, order, axis=1)
-        ctime = np.where(zero, 0.0, take(times, order, axis=1))
-        cen = np.where(zero, 0.0, take(energy, order, axis=1))
-        return cls(np.where(zero, 0, take(ct, order, axis=1)),
-                   np.where(zero, 0, take(cg, order, axis=1)), ctime, cen,
-                   take(ok, order, axis=1), nc)
+        # each row's entries in its order (np.take_along_axis, on one flat index)
+        flat = (order + (np.arange(J) * C)[:, None]).ravel()
+
+        def take(a: np.ndarray) -> np.ndarray:
+            return a.ravel()[flat].reshape(J, C)
+
+        zero = ~take(real)
+        ctime = np.where(zero, 0.0, take(times))
+        cen = np.where(zero, 0.0, take(energy))
+        return cls(np.where(zero, 0, take(ct)), np.where(zero, 0, take(cg)), ctime, cen,
+                   take(ok), nc)
 
     def shape(self, j: int) -> tuple[list[int], list[int]]:
         """Job j's candidates' GPU types and counts as plain lists, made once: a step that
@@ -212,8 +216,8 @@ class PlanningContext:
         J = len(views)
         # where each job runs (node, -1: waiting; its GPU count there, 0) and what is left of
         # its restart there, as arrays: the candidate table and the kernel read them
-        self.home = np.fromiter((-1 if c is None else c[0] for c in self.current), np.int64, J)
-        self.home_g = np.fromiter((0 if c is None else c[1] for c in self.current), np.int64, J)
+        self.home = np.array([-1 if c is None else c[0] for c in self.current], np.int64)
+        self.home_g = np.array([0 if c is None else c[1] for c in self.current], np.int64)
         self.restart_left = np.fromiter(map(_RESTART_LEFT, views), float, J)
         self.overhead = max(cluster.restart_overhead_s, plan_restart_s)
         self.cluster = cluster

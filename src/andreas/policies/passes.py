@@ -93,13 +93,21 @@ def to_placed(ctx: PlanningContext, node: np.ndarray, cand: np.ndarray,
     """A placement's arrays as (node, Candidate) per job (None: waiting); a moved job's
     candidate carries the restart overhead (`PlanningContext.as_placed`)."""
     table = ctx.table
-    placed: Placed = [None] * len(ctx.job_ids)
+    J = len(ctx.job_ids)
     jobs = np.nonzero(node >= 0)[0]
     cols = cand[jobs]
-    for j, n, was_moved, c in zip(
-            jobs.tolist(), node[jobs].tolist(), moved[jobs].tolist(),
-            candidates(table.ct[jobs, cols].tolist(), table.cg[jobs, cols].tolist(),
-                       table.ctime[jobs, cols].tolist(), table.cen[jobs, cols].tolist(),
-                       table.meets[jobs, cols].tolist())):
-        placed[j] = (n, ctx.as_placed(j, n, c) if was_moved else c)
+    entries = zip(node[jobs].tolist(), candidates(
+        table.ct[jobs, cols].tolist(), table.cg[jobs, cols].tolist(),
+        table.ctime[jobs, cols].tolist(), table.cen[jobs, cols].tolist(),
+        table.meets[jobs, cols].tolist()))
+    placed: Placed
+    if len(jobs) == J:  # every job placed: the entries in job order (built in C)
+        placed = list(entries)
+    else:
+        placed = [None] * J
+        for j, e in zip(jobs.tolist(), entries):
+            placed[j] = e
+    for j in np.nonzero(moved & (node >= 0))[0].tolist():  # a moved job's pays the restart
+        n, c = placed[j]  # type: ignore[misc]
+        placed[j] = (n, ctx.as_placed(j, n, c))
     return placed

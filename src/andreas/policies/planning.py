@@ -2,8 +2,10 @@
 run-time and energy estimates, and the cluster as indexable lists (the greedy pass that places
 jobs on them is kernel.py's, called through passes.py).
 
-Built once per decision as flat lists indexed by job and node, so the greedy's inner loop does no
-dictionary look-ups of model objects.
+Built once per decision as flat lists and arrays indexed by job and node, so the greedy's inner
+loop does no dictionary look-ups of model objects. What depends on the cluster and the profiles
+alone (node lists, power table, hostable configurations) is cluster_tables.py's, built once per
+cluster and shared read-only by its decisions.
 """
 
 from __future__ import annotations

@@ -59,15 +59,13 @@ def pack(ctx: PlanningContext) -> Packed:
     home, home_g = ctx.home, ctx.home_g
     # Moving a running job to another node of its own configuration pays the restart overhead
     # (the rule of PlanningContext.as_placed, for every candidate at once).
-    node_type = tables.k_node_type
-    home_type = np.where(home >= 0, node_type[np.maximum(home, 0)], -1)
-    cmov = table.real & move_pays_overhead(ctx.overhead, home_type[:, None], home_g[:, None],
+    cmov = table.real & move_pays_overhead(ctx.overhead, ctx.home_type[:, None], home_g[:, None],
                                            table.ct, table.cg)
     restart_left = ctx.restart_left.reshape(J, 1)
     mtime = np.where(cmov, moved_time(table.ctime, restart_left, ctx.overhead), table.ctime)
     return Packed(table.ct, table.cg, table.ctime, table.cen, cmov, mtime, table.nc, table.meets,
                   home, home_g, np.array(ctx.due, float), np.array(ctx.weight, float),
-                  ctx.wait_penalties, node_type, tables.k_node_cap,
+                  ctx.wait_penalties, tables.k_node_type, tables.k_node_cap,
                   tables.k_power, tables.k_type_capacity, tables.k_type_nodes,
                   tables.k_type_start, ctx)
 

@@ -109,8 +109,7 @@ class CandidateTable:
         started = np.fromiter(map(_STARTED, views), np.bool_, J)
         restart_left = ctx.restart_left
         due = np.array(ctx.due, float)
-        cur_type = np.where(ctx.home >= 0, ctx.tables.k_node_type[np.maximum(ctx.home, 0)], -1)
-        cur_gpus = ctx.home_g
+        cur_type, cur_gpus = ctx.home_type, ctx.home_g
         ct, cg, nc = p_type[pidx], p_gpus[pidx], p_n[pidx]
         real = np.arange(C)[None, :] < nc[:, None]
         # run time: epochs × s/epoch, + the restart overhead of a started job, or what is left
@@ -220,6 +219,8 @@ class PlanningContext:
         # its restart there, as arrays: the candidate table and the kernel read them
         self.home = np.array([-1 if c is None else c[0] for c in self.current], np.int64)
         self.home_g = np.array([0 if c is None else c[1] for c in self.current], np.int64)
+        self.home_type = np.where(self.home >= 0, tables.k_node_type[np.maximum(self.home, 0)],
+                                  -1)  # the GPU type it runs on, -1 waiting
         self.restart_left = np.fromiter(map(_RESTART_LEFT, views), float, J)
         self.overhead = max(cluster.restart_overhead_s, plan_restart_s)
         self.cluster = cluster

@@ -321,3 +321,25 @@ def test_a_job_view_is_a_frozen_dataclass_with_its_own_fast_init():
         JobView(j, 3.0, Assignment("n1", 2), True, 0.5))
     with pytest.raises(dataclasses.FrozenInstanceError):
         view.remaining_epochs = 1.0  # type: ignore[misc]
+
+
+@settings(max_examples=20, deadline=None)
+@given(snapshots(), st.sampled_from(["andreas", "andreas-paper", "greedy", "edf"]))
+def test_a_decision_leaves_no_cyclic_garbage(snap, name):
+    """A decision's objects (context, candidate table, kernel arrays, plans) are freed by
+    reference counting when it returns: cyclic garbage would wait for the collector, whose
+    passes inside a long replay walk everything the decisions left (collector.py)."""
+    import gc
+
+    policy = make_policy(name, seed=1)
+    policy.decide(snap)  # first calls may create lasting objects (imports, compiled kernels)
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(3):
+            policy.decide(snap)
+        assert gc.collect() == 0
+    finally:
+        if was:
+            gc.enable()

@@ -281,7 +281,7 @@ class RandomizedGreedy:
         def call(first: int, last: int, run_starts: bool) -> tuple[np.ndarray, ...]:
             return run(starts, draws[first:last], first, run_starts, k.ct, k.cg, k.ctime,
                        k.cen, k.cmov, k.mtime, k.nc, k.home, k.home_g, k.due, k.weight,
-                       k.wait_penalty, k.pressure_rank, k.node_type, k.node_cap, k.power,
+                       k.wait_penalty, ctx.pressure_ranks, k.node_type, k.node_cap, k.power,
                        k.type_capacity, float(ctx.now), float(ctx.eur_per_joule),
                        ctx.overhead > 0, p.pi, p.alpha, p.beta, p.score == "lookahead",
                        k.meets, p.config_energy != "alone", p.config_energy == "filled",

@@ -11,7 +11,6 @@ built once per decision by `pack`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 from numba import njit
@@ -42,13 +41,8 @@ class Packed:
     type_capacity: np.ndarray
     type_nodes: np.ndarray  # node indices grouped by GPU type, ascending within a type
     type_start: np.ndarray  # [T + 1] where each type's nodes begin in type_nodes
-    ctx: PlanningContext
-
-    @cached_property
-    def pressure_rank(self) -> np.ndarray:
-        """Each job's rank in the pressure order: the look-ahead score's, sorted only when a
-        score needs it (the baselines' passes do not)."""
-        return np.array(self.ctx.pressure_rank, np.int64)
+    # (no reference back to the context: the context caches its Packed, and a cycle between
+    # them would leave every decision's objects to the garbage collector, not to refcounting)
 
 
 def pack(ctx: PlanningContext) -> Packed:
@@ -67,7 +61,7 @@ def pack(ctx: PlanningContext) -> Packed:
                   home, home_g, np.array(ctx.due, float), np.array(ctx.weight, float),
                   ctx.wait_penalties, tables.k_node_type, tables.k_node_cap,
                   tables.k_power, tables.k_type_capacity, tables.k_type_nodes,
-                  tables.k_type_start, ctx)
+                  tables.k_type_start)
 
 
 @njit(cache=True)

@@ -75,7 +75,7 @@ def post_process(ctx: PlanningContext, result: PassResult, score: str = "proxy",
     return float(compiled("post_process", impl)(
         result.node, result.cand, result.moved, result.free, k.ct, k.cg, k.ctime, k.cmov,
         k.mtime, k.cen, k.nc, k.home, score == "lookahead", k.wait_penalty, k.due, k.weight,
-        k.pressure_rank, k.node_type, k.power, k.type_capacity, float(ctx.now),
+        ctx.pressure_ranks, k.node_type, k.power, k.type_capacity, float(ctx.now),
         float(ctx.eur_per_joule), bound))
 
 

@@ -256,6 +256,11 @@ class PlanningContext:
             rank[j] = r
         return rank
 
+    @cached_property
+    def pressure_ranks(self) -> np.ndarray:
+        """`pressure_rank` as the kernel's array (the look-ahead score's)."""
+        return np.array(self.pressure_rank, np.int64)
+
     def ordered(self, order: str) -> list[int]:
         """Every job in the named order (orderings.ORDERINGS), sorted once per context: the
         passes' starting order and the look-ahead's pressure ranks are often the same sort.

@@ -52,7 +52,7 @@ def _score_arrays(ctx: PlanningContext, name: str, pn: np.ndarray, pt: np.ndarra
         return float(proxy_score(pn, pg, ptime, k.wait_penalty, k.due, k.weight, k.node_type,
                                  k.power, float(ctx.now), float(ctx.eur_per_joule)))
     return float(lookahead_score(pn, pt, pg, ptime, k.ct, k.cg, k.ctime, k.cen, k.nc, k.due,
-                                 k.weight, k.pressure_rank, k.node_type, k.power,
+                                 k.weight, ctx.pressure_ranks, k.node_type, k.power,
                                  k.type_capacity, float(ctx.now), float(ctx.eur_per_joule)))
 
 

@@ -266,6 +266,35 @@ def test_post_processing_bound_changes_nothing(snap, data, impl):
     assert results[0] == results[1]
 
 
+@settings(max_examples=60, deadline=None)
+@given(roomy_snapshots(), st.integers(1, 1000), st.sampled_from(["fast", "plain"]))
+def test_each_pass_is_post_processed_from_its_own_placement(snap, seed, impl):
+    """run_iterations reuses the post-processing of an earlier pass that placed every job
+    alike: every pass's result must still be post_process of its own placement (moved flags
+    and free GPUs derived from it), whether it repeated an earlier pass or not."""
+    import numpy as np
+
+    from andreas.policies import passes
+    from andreas.policies.budget import NO_DEADLINE
+
+    ctx = PlanningContext(snap)
+    k = ctx.packed
+    policy = make_policy("andreas", seed=seed, max_iterations=40, impl=impl)
+    starts = np.array([ctx.ordered("pressure")], np.int64)
+    pre_node, pre_cand, post_node, post_cand, post_moved, scores = policy._passes(
+        ctx, starts, policy.draws(ctx, 40), NO_DEADLINE)
+    for it in range(len(scores)):
+        node, cand = pre_node[it].copy(), pre_cand[it].copy()
+        placed = node >= 0
+        moved = placed & k.cmov[np.arange(len(node)), np.maximum(cand, 0)] & (node != k.home)
+        free = np.array(ctx.node_cap, np.int64)
+        np.subtract.at(free, node[placed], k.cg[np.flatnonzero(placed), cand[placed]])
+        r = passes.PassResult(node, cand, moved, free)
+        score = passes.post_process(ctx, r, "lookahead", impl)
+        assert (score, r.node.tolist(), r.cand.tolist(), r.moved.tolist()) == (
+            scores[it], post_node[it].tolist(), post_cand[it].tolist(), post_moved[it].tolist())
+
+
 @pytest.mark.parametrize("name", ["greedy", "andreas"])
 def test_a_new_job_takes_a_node_with_room_rather_than_a_running_jobs_gpus(name):
     # n0 (2 GPUs) runs r on both; w, due sooner, arrives wanting 2 GPUs. Placed first, w took

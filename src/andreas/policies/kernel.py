@@ -677,6 +677,7 @@ def run_iterations(starts, U, r0, run_starts, ct, cg, ctime, cen, cmov, mtime, n
     post_cand = np.full((I, J), -1, np.int64)
     post_moved = np.zeros((I, J), np.bool_)
     scores = np.empty(I)
+    keys = np.empty(I, np.uint64)
     order = np.empty(J, np.int64)
     no_draws = np.zeros(J)
     hi = 0.5 + pi
@@ -708,7 +709,37 @@ def run_iterations(starts, U, r0, run_starts, ct, cg, ctime, cen, cmov, mtime, n
                     beta, meets, marginal, filled, type_nodes, type_start)
         pre_node[it] = pn
         pre_cand[it] = pc
+        keys[it] = _placement_key(pn, pc)
+        same = _same_placement(it, keys, pre_node, pre_cand)
+        if same >= 0:  # post-processing is a function of the placement: reuse its result
+            pn[:] = post_node[same]
+            pc[:] = post_cand[same]
+            pm[:] = post_moved[same]
+            scores[it] = scores[same]
+            continue
         scores[it] = post_process(pn, pc, pm, free, ct, cg, ctime, cmov, mtime, cen, nc, home,
                                   use_lookahead, wait_penalty, due, weight, pressure_rank,
                                   node_type, power, type_capacity, now, eur)
     return pre_node, pre_cand, post_node, post_cand, post_moved, scores
+
+
+@njit(cache=True)
+def _placement_key(pn, pc):
+    """A hash of a placement (node and candidate of every job), to find repeats quickly."""
+    h = np.uint64(14695981039346656037)
+    for j in range(pn.shape[0]):
+        h = (h ^ np.uint64(pn[j] + 1)) * np.uint64(1099511628211)
+        h = (h ^ np.uint64(pc[j] + 1)) * np.uint64(1099511628211)
+    return h
+
+
+@njit(cache=True)
+def _same_placement(it, keys, pre_node, pre_cand):
+    """An earlier pass that placed every job exactly as pass `it` did, or -1. Randomised
+    passes often repeat one another (at low load nearly half do); the moved flags and free
+    GPUs follow from the placement, so its post-processing would be the same too."""
+    for k in range(it):
+        if keys[k] == keys[it] and np.array_equal(pre_node[k], pre_node[it]) and \
+                np.array_equal(pre_cand[k], pre_cand[it]):
+            return k
+    return -1

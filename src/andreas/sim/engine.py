@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import time as wallclock
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from ..cost import tardiness_cost
 from ..errors import AndreasError
@@ -31,7 +31,7 @@ from ..policies.base import (
     revisit_at,
     stops_job,
 )
-from ..policies.decision import Decision
+from ..policies.decision import Decision, lookup
 from .collector import paced_for_simulation
 from .events import EPS, Arrival, Completion, EventQueue, Timer
 from .segment_log import SegmentLog
@@ -79,10 +79,6 @@ class _JobState:
     energy_joules: float = 0.0
     energy_eur: float = 0.0  # with a tariff, priced interval by interval
     stamp: int = 0  # bumped at each new stretch: older completion events no longer hold
-
-    def remaining_at(self, t: float) -> float:
-        st = self.stretch
-        return self.remaining if st is None else self.remaining - st.epochs_at(t)
 
 
 @dataclass(eq=False, slots=True)
@@ -197,6 +193,7 @@ class Simulator:
         self.on_progress = on_progress
         self.node_names = [n.name for n in self.cluster.nodes]
         self.node_index = {n: i for i, n in enumerate(self.node_names)}
+        self.node_types = [n.gpu_type for n in self.cluster.nodes]
         self.job_ids: list[str] = []  # by _JobState.index
         self.segments = SegmentLog(self.job_ids,
                                    [(n.name, n.gpu_type) for n in self.cluster.nodes])
@@ -372,15 +369,16 @@ class Simulator:
         if self.waiting_only:
             self._decide_waiting(now, active)
             return
-        snapshot = Snapshot(now, self.cluster, self.scenario.profiles, tuple(
-            self._view(s, now) for s in active.values()), self.first_start_overhead)
+        snapshot = Snapshot(now, self.cluster, self.scenario.profiles,
+                            self._views(active.values(), now), self.first_start_overhead)
         self.points += 1
         plan = self._ask(snapshot, lambda snap: pinning.decide(self.policy, snap))
         if self.record_decisions:
             self.decisions.append((now, frozenset(active), Decision.of(plan)))
         starts: list[tuple[_JobState, Assignment]] = []
+        target_of = lookup(plan)
         for job_id, s in active.items():
-            target = plan.get(job_id)
+            target = target_of(job_id)
             st = s.stretch
             if st is not None:
                 if not stops_job(st.assignment, target):
@@ -420,7 +418,7 @@ class Simulator:
                     {k: _held(s).assignment for k, s in active.items()})))
             return
         snapshot = Snapshot(now, self._free_cluster(), self.scenario.profiles,
-                            tuple(self._view(s, now) for s in waiting), self.first_start_overhead)
+                            self._views(waiting, now), self.first_start_overhead)
         plan = self._ask(snapshot, lambda snap: self.policy.decide(snap)
                          if snap.cluster.nodes else {})
         if self.record_decisions:
@@ -451,12 +449,21 @@ class Simulator:
             self._free = (self.held_changes, replace(self.cluster, nodes=tuple(nodes)))
         return self._free[1]
 
-    def _view(self, s: _JobState, now: float) -> JobView:
-        st = s.stretch
-        if st is None:
-            return JobView(s.job, s.remaining, None, s.started)
-        return JobView(s.job, s.remaining_at(now), st.assignment, True,
-                       max(0.0, st.restart_end - now))
+    @staticmethod
+    def _views(states: Iterable[_JobState], now: float) -> tuple[JobView, ...]:
+        """The jobs as the policy sees them at `now` (one loop: a replay makes a view of
+        every active job at every decision)."""
+        views: list[JobView] = []
+        add = views.append
+        for s in states:
+            st = s.stretch
+            if st is None:
+                add(JobView(s.job, s.remaining, None, s.started))
+            else:
+                left = st.restart_end - now  # restart still to pay
+                add(JobView(s.job, s.remaining - st.epochs_at(now), st.assignment, True,
+                            left if left > 0.0 else 0.0))
+        return tuple(views)
 
     def _start(self, s: _JobState, target: Assignment, now: float) -> None:
         restart_end = now
@@ -474,17 +481,19 @@ class Simulator:
         """Give `s` the GPUs of `target` from `now`, progressing from `restart_end`, and put its
         completion on the heap."""
         n = self.node_index[target.node]
-        self._settle(n, now)
-        config = (self.cluster.nodes[n].gpu_type, target.gpus)
+        node = self.nodes[n]
+        if now > node.since:
+            self._settle(n, now)
+        gpu_type = self.node_types[n]
         profiles = self.scenario.profiles
-        spe = profiles.seconds_per_epoch(s.job.profile, *config, target.power_limit_w)
-        saved = 0.0 if target.power_limit_w is None else \
-            profiles.saved_w(s.job.profile, config, target.power_limit_w) * target.gpus
-        restart_saved = (self.cluster.gpu_types[config[0]].restart_saving_w(target.gpus)
+        spe = profiles.seconds_per_epoch(s.job.profile, gpu_type, target.gpus,
+                                         target.power_limit_w)
+        saved = 0.0 if target.power_limit_w is None else profiles.saved_w(
+            s.job.profile, (gpu_type, target.gpus), target.power_limit_w) * target.gpus
+        restart_saved = (self.cluster.gpu_types[gpu_type].restart_saving_w(target.gpus)
                          if restart_end > now else 0.0)
         st = s.stretch = _Stretch(n, target.gpus, spe, now, restart_end, s.remaining, target,
                                   target.power_limit_w, saved, restart_saved)
-        node = self.nodes[n]
         node.busy += target.gpus
         node.saved += saved
         node.jobs[s.job.job_id] = s
@@ -498,7 +507,9 @@ class Simulator:
         got) and log its restart and run segments."""
         st = s.stretch
         assert st is not None
-        self._settle(st.node, now)
+        state = self.nodes[st.node]
+        if now > state.since:
+            self._settle(st.node, now)
         if epochs is None:  # stopped before its end: its completion event no longer holds
             self.queue.supersede(self)
         done = st.epochs_at(now) if epochs is None else epochs
@@ -510,7 +521,6 @@ class Simulator:
         if now > st.restart_end:
             self.segments.append(s.index, st.node, st.gpus, st.restart_end, now, done, "run",
                                  st.limit_w, st.saved_w)
-        state = self.nodes[st.node]
         state.busy -= st.gpus
         state.saved = state.saved - st.saved_w if state.busy else 0.0
         del state.jobs[s.job.job_id]

@@ -44,6 +44,26 @@ def test_a_pinned_job_keeps_its_gpus_and_the_policy_plans_around_it():
         check_plan(snap, plan, name)
 
 
+@pytest.mark.parametrize("plan, message", [
+    ({"a": Assignment("n0", 1), "zz": Assignment("n1", 1)},
+     "planned unknown or finished job 'zz'"),
+    ({"b": Assignment("n9", 1)}, "planned job 'b' on unknown node 'n9'"),
+    ({"b": Assignment("n1", 3)}, r"planned job 'b' on \('A', 3\), which its profile"),
+    ({"b": Assignment("n1", 1, 150.0)}, "at a power limit of 150 W"),
+    ({"a": Assignment("n0", 1), "b": Assignment("n0", 2)}, "over-subscribed node 'n0': 3 > 2"),
+    ({"b": Assignment("n1", 1)}, "paused or moved job 'a', which is not preemptible"),
+    ({"a": Assignment("n1", 1)}, "paused or moved job 'a', which is not preemptible"),
+])
+def test_the_plan_check_refuses_each_kind_of_bad_plan(plan, message):
+    """check_plan, which both drivers call on every plan: each fault named (`a` runs on n0
+    and may not be paused or moved; `b` waits)."""
+    a = replace(job("a", epochs=100.0), preemptible=False)
+    snap = snapshot(scenario(CL, PROFILES, [a, job("b")]), running={"a": ("n0", 1)})
+    with pytest.raises(PlanError, match=message):
+        check_plan(snap, plan, "scripted")
+    check_plan(snap, {"a": Assignment("n0", 1), "b": Assignment("n1", 2)}, "scripted")
+
+
 @pytest.mark.parametrize("name", policy_names())
 def test_a_pinned_job_holding_what_every_waiting_job_needs_leaves_them_waiting(name):
     """n0 has 2 GPUs, `a` (not preemptible) holds one, `b` runs only on 2: what the policy

@@ -129,11 +129,13 @@ class Cluster:
         """GPUs of all nodes (read at every decision by the load estimates)."""
         return sum(n.gpus for n in self.nodes)
 
+    @cached_property
+    def node_positions(self) -> Mapping[str, int]:
+        """Each node's index by name (read-only; the plan check reads it at every decision)."""
+        return MappingProxyType({node.name: i for i, node in enumerate(self.nodes)})
+
     def node_index(self, name: str) -> int:
-        for i, node in enumerate(self.nodes):
-            if node.name == name:
-                return i
-        raise KeyError(name)
+        return self.node_positions[name]
 
     def eur_per_joule(self, t0: float | None = None, t1: float | None = None) -> float:
         """Price of one joule drawn by IT equipment, facility overhead (PUE) included; with a

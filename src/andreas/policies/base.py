@@ -127,36 +127,51 @@ def check_plan(snapshot: Snapshot, plan: Plan, policy_name: str) -> None:
     """Raise PlanError unless every planned job is known, on a known node, in a configuration
     its profile allows, no running non-preemptible job is paused or moved, and no node holds
     more GPUs than it has. Both drivers call this."""
+    from .decision import lookup
+
     cluster = snapshot.cluster
-    views = {v.job_id: v for v in snapshot.jobs}
-    index = {n.name: i for i, n in enumerate(cluster.nodes)}
+    index = cluster.node_positions
     used = [0] * len(cluster.nodes)
-    for job_id, a in plan.items():
-        view = views.get(job_id)
-        if view is None:
-            raise PlanError(f"policy {policy_name!r} planned unknown or finished job {job_id!r}")
+    target_of = lookup(plan)
+    planned = 0  # plan entries of known jobs
+    stopped = None  # a running non-preemptible job the plan pauses or moves
+    for view in snapshot.jobs:
+        job = view.job
+        a = target_of(job.job_id)
+        current = view.assignment
+        if a is None:
+            if current is not None and not job.preemptible and stopped is None:
+                stopped = job.job_id
+            continue
+        planned += 1
         n = index.get(a.node)
-        if (a is view.assignment or a == view.assignment) and n is not None:  # kept as it runs
+        if (a is current or a == current) and n is not None:  # kept as it runs
             used[n] += a.gpus
             continue
         if n is None:
-            raise PlanError(f"policy {policy_name!r} planned job {job_id!r} on unknown node "
+            raise PlanError(f"policy {policy_name!r} planned job {job.job_id!r} on unknown node "
                             f"{a.node!r}")
+        if current is not None and not job.preemptible and stops_job(current, a) \
+                and stopped is None:
+            stopped = job.job_id
         config = (cluster.nodes[n].gpu_type, a.gpus)
-        if config not in snapshot.profiles.configs(view.job.profile):
-            raise PlanError(f"policy {policy_name!r} planned job {job_id!r} on {config}, which "
-                            f"its profile does not allow")
+        if config not in snapshot.profiles.configs(job.profile):
+            raise PlanError(f"policy {policy_name!r} planned job {job.job_id!r} on {config}, "
+                            f"which its profile does not allow")
         if a.power_limit_w is not None and not any(
                 lv.limit_w == a.power_limit_w for lv in snapshot.profiles.power_levels(
-                    view.job.profile, config)):
-            raise PlanError(f"policy {policy_name!r} planned job {job_id!r} at a power limit of "
-                            f"{a.power_limit_w:g} W, which its profile does not give on {config}")
+                    job.profile, config)):
+            raise PlanError(f"policy {policy_name!r} planned job {job.job_id!r} at a power "
+                            f"limit of {a.power_limit_w:g} W, which its profile does not give "
+                            f"on {config}")
         used[n] += a.gpus
-    for v in snapshot.jobs:
-        if v.assignment is not None and not v.job.preemptible \
-                and stops_job(v.assignment, plan.get(v.job_id)):
-            raise PlanError(f"policy {policy_name!r} paused or moved job {v.job_id!r}, which "
-                            f"is not preemptible (decide through policies.pinning.decide)")
+    if planned != len(plan):
+        known = {v.job_id for v in snapshot.jobs}
+        unknown = next(job_id for job_id in plan if job_id not in known)
+        raise PlanError(f"policy {policy_name!r} planned unknown or finished job {unknown!r}")
+    if stopped is not None:
+        raise PlanError(f"policy {policy_name!r} paused or moved job {stopped!r}, which is not "
+                        f"preemptible (decide through policies.pinning.decide)")
     for n, u in enumerate(used):
         if u > cluster.nodes[n].gpus:
             raise PlanError(f"policy {policy_name!r} over-subscribed node "

@@ -6,6 +6,8 @@ policy spec is NAME, NAME:BUDGET (a Randomized Greedy pass budget, `--pass-budge
 NAME@PERIOD (rounds: the policy is asked only every PERIOD seconds, `--period-only`, and only
 at rounds after an arrival or a completion), e.g.
 `andreas:2000@300`; without @PERIOD the policy is asked at every arrival and completion.
+NAME/T (before any @PERIOD): the Randomized Greedy's passes on T threads (option `threads`), e.g.
+`andreas:2000/2`; otherwise a run uses one core.
 Writes a Markdown table (default bench/scale.md) that names the machine, the date and the
 commit. Needs the traces from ../shared/data (not shipped in the package). `make bench-scale`
 runs both traces with the default specs.
@@ -39,8 +41,11 @@ import json, resource, sys, time
 from andreas import load_scenario, make_policy, simulate
 sc = load_scenario(sys.argv[1])
 spec, _, period = sys.argv[2].partition("@")
+spec, _, threads = spec.partition("/")
 name, _, budget = spec.partition(":")
 options = {"pass_budget": int(budget)} if budget else {}
+if threads:
+    options["threads"] = int(threads)
 tic = time.perf_counter()
 r = simulate(sc, make_policy(name, seed=1, **options), period=float(period) if period else None,
              period_only=bool(period))
@@ -64,7 +69,8 @@ def main() -> None:
                     help="the trace CSV (default: ../shared/data/public/, by --kind)")
     ap.add_argument("--jobs", type=int, default=0, help="first N jobs (0 = the whole trace)")
     ap.add_argument("--policies", default=EVERY_POLICY,
-                    help="comma-separated specs: NAME, NAME:BUDGET, NAME@PERIOD")
+                    help="comma-separated specs: NAME, NAME:BUDGET, NAME/THREADS, "
+                         "NAME@PERIOD (e.g. andreas:2000/2@300)")
     ap.add_argument("--out", type=Path, default=Path("bench/scale.md"))
     ap.add_argument("--timeout", type=float, default=1800.0,
                     help="stop a run after this many seconds (reported as stopped)")
@@ -85,7 +91,8 @@ def main() -> None:
         what = f"the first {jobs:,}" if args.jobs else f"all {jobs:,}"
         lines = [f"# Scale: {what} {args.kind.capitalize()} jobs, 150 nodes × 8 GPUs "
                  f"({'/'.join(types)})", "",
-                 measured_line() + " Each run in a process of its own, on one core.", "",
+                 measured_line() + " Each run in a process of its own, on one core (`NAME/T`: "
+                 "the passes on T threads).", "",
                  "| policy | wall s | peak RSS MB | decisions | restarts | tardy jobs | "
                  "total cost EUR |", "|---|---:|---:|---:|---:|---:|---:|"]
         for policy in args.policies.split(","):
@@ -104,6 +111,7 @@ def main() -> None:
             print(lines[-1], flush=True)
     lines += ["", "`NAME` alone: event by event (asked at every arrival and completion); "
               "`NAME:N`: a pass budget of N job placements per decision (`--pass-budget`); "
+              "`NAME/T`: the Randomized Greedy's passes on T threads (`--set threads=T`); "
               "`NAME@P`: rounds, the policy asked only every P seconds (`--period "
               "P --period-only`), at the rounds after an arrival or a completion. Wall time "
               "excludes loading the scenario."]

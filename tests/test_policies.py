@@ -372,3 +372,28 @@ def test_a_decision_leaves_no_cyclic_garbage(snap, name):
     finally:
         if was:
             gc.enable()
+
+
+@settings(max_examples=40, deadline=None)
+@given(roomy_snapshots(), st.integers(1, 1000), st.sampled_from([1, 2, 3]))
+def test_the_passes_on_threads_give_the_same_plans(snap, seed, threads):
+    """run_iterations_parallel spreads a decision's passes over numba's threads: the same
+    placements, post-processed plans and scores as the passes in turn, and the same
+    decision."""
+    import numpy as np
+
+    from andreas.policies import passes
+
+    ctx = PlanningContext(snap)
+    one = make_policy("andreas", seed=seed, max_iterations=40)
+    many = make_policy("andreas", seed=seed, max_iterations=40, threads=threads)
+    assert passes.compiled_passes("fast", threads) is (
+        passes.kernel.run_iterations_parallel if threads > 1 else passes.kernel.run_iterations)
+    starts = np.array([ctx.ordered("pressure"), ctx.ordered("atc")], np.int64)
+    draws = one.draws(ctx, 40)
+    from andreas.policies.budget import NO_DEADLINE
+
+    for a, b in zip(one._passes(ctx, starts, draws, NO_DEADLINE),
+                    many._passes(ctx, starts, draws, NO_DEADLINE)):
+        assert np.array_equal(a, b)
+    assert one.decide(snap) == many.decide(snap)

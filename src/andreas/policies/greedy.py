@@ -67,6 +67,9 @@ class GreedyParams:
         (), "extra deterministic passes with these orders, right after the main one")
     impl: str = option("fast", "'fast': the compiled kernel; 'plain': its loop interpreted "
                        "(kernel functions' .py_func), for debugging")
+    threads: int = option(1, "threads for the randomised passes of a decision (numba's, at "
+                          "most the machine's cores); the same plans with any number; 1 "
+                          "starts none (a sweep's workers already fill the cores)")
     plan_restart_s: float = option(0.0, "plan as if each restart lost at least this long (s)")
     defer: bool = option(True, "with a time-varying price, let jobs with slack wait for "
                          "cheap hours")
@@ -121,7 +124,7 @@ class GreedyParams:
         "consolidate, wait, company, defer, power_limits, or module:Class")
 
     def __post_init__(self) -> None:
-        for name in ("max_iterations", "elite_size"):
+        for name in ("max_iterations", "elite_size", "threads"):
             if getattr(self, name) < 1:
                 raise AndreasError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("pi", "alpha", "beta"):
@@ -276,7 +279,7 @@ class RandomizedGreedy:
         """The kernel's passes (run_iterations): all at once, or with a deadline in slices
         sized from the time the passes so far took, until the deadline or the last draw."""
         p, k = self.params, ctx.packed
-        run = passes.compiled("run_iterations", p.impl)
+        run = passes.compiled_passes(p.impl, p.threads)
 
         def call(first: int, last: int, run_starts: bool) -> tuple[np.ndarray, ...]:
             return run(starts, draws[first:last], first, run_starts, k.ct, k.cg, k.ctime,
@@ -411,7 +414,8 @@ def refine(snapshot: Snapshot, plan: Plan, params: GreedyParams, arrivals: Arriv
 GREEDY_OPTIONS = dataclass_options(GreedyParams)
 PAPER_BETA = 0.2  # the paper's β: a node drawn among the best fifth of those that fit
 PAPER_OPTIONS = dataclass_options(GreedyParams, ("max_iterations", "pi", "alpha", "beta",
-                                                 "elite_size", "seed", "impl", "pass_budget"))
+                                                 "elite_size", "seed", "impl", "pass_budget",
+                                                 "threads"))
 PAPER_OPTIONS["beta"] = dataclasses.replace(PAPER_OPTIONS["beta"], default=PAPER_BETA,
                                             help="share β of the best-fitting nodes to pick "
                                                  "among (the paper's)")

@@ -10,10 +10,11 @@ built once per decision by `pack`.
 
 from __future__ import annotations
 
+import types
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from .planning import PlanningContext, move_pays_overhead, moved_time
 
@@ -656,33 +657,39 @@ def post_process(pn, pc, pm, free, ct, cg, ctime, cmov, mtime, cen, nc, home, us
     return cost
 
 
-@njit(cache=True)
-def run_iterations(starts, U, r0, run_starts, ct, cg, ctime, cen, cmov, mtime, nc, home,
-                   home_g, due, weight, wait_penalty, pressure_rank, node_type, node_cap, power,
-                   type_capacity, now, eur, overhead_pos, pi, alpha, beta, use_lookahead, meets,
-                   marginal, filled, type_nodes, type_start):
+def _run_iterations(starts, U, r0, run_starts, ct, cg, ctime, cen, cmov, mtime, nc, home,
+                    home_g, due, weight, wait_penalty, pressure_rank, node_type, node_cap, power,
+                    type_capacity, now, eur, overhead_pos, pi, alpha, beta, use_lookahead,
+                    meets, marginal, filled, type_nodes, type_start):
     """Passes of one decision: the deterministic passes from `starts` (if `run_starts`), then
     one randomised pass per row of the uniforms U (neighbour swaps of a start's order by
     weight with probability 0.5 +- pi, configuration and node draws), each post-processed.
     U's rows are randomised passes r0, r0 + 1, ... of the decision (pass r starts from
     starts[r % len(starts)]), so a decision may run in slices. Returns the placements before
-    post-processing (for de-duplication), after it, and each pass's score."""
+    post-processing (for de-duplication), after it, and each pass's score.
+
+    In three phases: every pass, then which passes repeat an earlier one's placement, then
+    the post-processing of the others. The passes of a phase are independent (`prange`):
+    `run_iterations_parallel` spreads them over numba's threads, `run_iterations` runs them
+    in turn, with the same results."""
     S0, J = starts.shape
     S = S0 if run_starts else 0
     R = U.shape[0]
     I = S + R
+    N = node_cap.shape[0]
     pre_node = np.full((I, J), -1, np.int64)
     pre_cand = np.full((I, J), -1, np.int64)
     post_node = np.full((I, J), -1, np.int64)
     post_cand = np.full((I, J), -1, np.int64)
     post_moved = np.zeros((I, J), np.bool_)
+    free_after = np.empty((I, N), np.int64)  # each pass's free GPUs per node
     scores = np.empty(I)
-    keys = np.empty(I, np.uint64)
-    order = np.empty(J, np.int64)
+    keys = np.empty(I, np.int64)
     no_draws = np.zeros(J)
     hi = 0.5 + pi
     lo = 0.5 - pi
-    for it in range(I):
+    for it in prange(I):
+        order = np.empty(J, np.int64)
         use_rand = it >= S
         if not use_rand:
             order[:] = starts[it]
@@ -701,35 +708,56 @@ def run_iterations(starts, U, r0, run_starts, ct, cg, ctime, cen, cmov, mtime, n
             u_config = U[it - S, 1]
             u_node = U[it - S, 2]
         free = node_cap.copy()
-        pn = post_node[it]
-        pc = post_cand[it]
-        pm = post_moved[it]
-        greedy_pass(order, use_rand, u_config, u_node, free, pn, pc, pm, ct, cg, ctime, cmov,
-                    mtime, nc, home, home_g, node_type, node_cap, power, overhead_pos, alpha,
-                    beta, meets, marginal, filled, type_nodes, type_start)
-        pre_node[it] = pn
-        pre_cand[it] = pc
-        keys[it] = _placement_key(pn, pc)
-        same = _same_placement(it, keys, pre_node, pre_cand)
-        if same >= 0:  # post-processing is a function of the placement: reuse its result
-            pn[:] = post_node[same]
-            pc[:] = post_cand[same]
-            pm[:] = post_moved[same]
-            scores[it] = scores[same]
-            continue
-        scores[it] = post_process(pn, pc, pm, free, ct, cg, ctime, cmov, mtime, cen, nc, home,
-                                  use_lookahead, wait_penalty, due, weight, pressure_rank,
-                                  node_type, power, type_capacity, now, eur)
+        greedy_pass(order, use_rand, u_config, u_node, free, post_node[it], post_cand[it],
+                    post_moved[it], ct, cg, ctime, cmov, mtime, nc, home, home_g, node_type,
+                    node_cap, power, overhead_pos, alpha, beta, meets, marginal, filled,
+                    type_nodes, type_start)
+        pre_node[it] = post_node[it]
+        pre_cand[it] = post_cand[it]
+        free_after[it] = free
+        keys[it] = _placement_key(post_node[it], post_cand[it])
+    same = np.empty(I, np.int64)
+    for it in range(I):
+        same[it] = _same_placement(it, keys, pre_node, pre_cand)
+    for it in prange(I):
+        if same[it] < 0:
+            scores[it] = post_process(post_node[it], post_cand[it], post_moved[it],
+                                      free_after[it], ct, cg, ctime, cmov, mtime, cen, nc,
+                                      home, use_lookahead, wait_penalty, due, weight,
+                                      pressure_rank, node_type, power, type_capacity, now, eur)
+    for it in range(I):  # post-processing is a function of the placement: reuse its result
+        k = same[it]
+        if k >= 0:
+            post_node[it] = post_node[k]
+            post_cand[it] = post_cand[k]
+            post_moved[it] = post_moved[k]
+            scores[it] = scores[k]
     return pre_node, pre_cand, post_node, post_cand, post_moved, scores
+
+
+def _named(fn, name):
+    """`fn` under another name: numba caches a compiled function by its name, and the two
+    compilations of one source below must not share a cache entry."""
+    twin = types.FunctionType(fn.__code__, fn.__globals__, name, fn.__defaults__,
+                              fn.__closure__)
+    twin.__qualname__ = name
+    twin.__doc__ = fn.__doc__
+    return twin
+
+
+run_iterations = njit(cache=True)(_run_iterations)
+run_iterations_parallel = njit(cache=True, parallel=True)(
+    _named(_run_iterations, "_run_iterations_parallel"))
 
 
 @njit(cache=True)
 def _placement_key(pn, pc):
-    """A hash of a placement (node and candidate of every job), to find repeats quickly."""
-    h = np.uint64(14695981039346656037)
+    """A hash of a placement (node and candidate of every job), to find repeats quickly (a
+    collision costs only a full comparison). Below 2**31 at every step: no overflow, compiled
+    or interpreted."""
+    h = 0
     for j in range(pn.shape[0]):
-        h = (h ^ np.uint64(pn[j] + 1)) * np.uint64(1099511628211)
-        h = (h ^ np.uint64(pc[j] + 1)) * np.uint64(1099511628211)
+        h = (h * 1000003 + (pn[j] + 1) * 4099 + pc[j] + 1) % 2147483647
     return h
 
 

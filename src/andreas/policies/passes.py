@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from . import kernel
@@ -24,6 +25,17 @@ def compiled(name: str, impl: str = "fast"):
     """The kernel function `name`, compiled ("fast") or as its interpreted Python ("plain")."""
     fn = getattr(kernel, name)
     return fn if impl == "fast" else fn.py_func
+
+
+def compiled_passes(impl: str = "fast", threads: int = 1):
+    """The Randomized Greedy's loop of passes (kernel.run_iterations): with more than one
+    thread, its parallel compilation on up to `threads` of numba's threads (the same results:
+    the passes are independent)."""
+    if impl != "fast" or threads <= 1:
+        return compiled("run_iterations", impl)
+    most = numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]
+    numba.set_num_threads(min(threads, most))
+    return kernel.run_iterations_parallel
 
 
 @dataclass

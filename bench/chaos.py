@@ -50,7 +50,7 @@ def campaign(kills: int, database: str, seed: int) -> dict:
 
             pg = pgserver.get_server(d / "pg", cleanup_mode="stop")
             pg.psql("CREATE DATABASE chaos;")
-            url = pg.get_uri("chaos").replace("postgresql://", "postgresql+psycopg://", 1)
+            url = pg.get_uri("chaos")  # libpq's form: the service adds the psycopg driver
         service = LocalService(d / "svc", CLUSTER, PROFILES, database_url=url, options=(
             "policy: andreas\npolicy_options: {seed: 1, hold_share: null}\nperiod_s: null\n"
             "grace_s: 5\npoll_s: 0.2\n"))

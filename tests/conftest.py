@@ -58,7 +58,9 @@ def database_url(request, tmp_path):
 
 def psycopg_url(server, name: str) -> str:
     """The SQLAlchemy URL (psycopg 3 driver) of database `name` on a pgserver server."""
-    return server.get_uri(name).replace("postgresql://", "postgresql+psycopg://", 1)
+    from andreas.service.store import engine_url
+
+    return engine_url(server.get_uri(name))
 
 
 def write_service_files(directory: Path, *, nodes: str | None = None, extra: str = "",

@@ -103,3 +103,21 @@ def test_a_taken_key_in_a_group_fails_only_that_piece(tmp_path):
     with pytest.raises(IntegrityError):
         group.run(add("dup", "k"))
     group.close()
+
+
+def test_a_libpq_url_opens_postgresql_with_the_psycopg_driver(pg_server):
+    """`postgresql://` (as psql, hosts and pgserver print it) and `postgres://` get the psycopg
+    3 driver: SQLAlchemy's default for them, psycopg2, is not installed."""
+    from andreas.service.store import engine_url
+
+    assert engine_url("postgres://u@h/db") == "postgresql+psycopg://u@h/db"
+    assert engine_url("postgresql://u@h:5/db") == "postgresql+psycopg://u@h:5/db"
+    for kept in ("postgresql+psycopg://u@h/db", "sqlite:///x.db", "sqlite:///postgresql://"):
+        assert engine_url(kept) == kept
+    pg_server.psql("CREATE DATABASE libpq_url;")
+    store = Store(pg_server.get_uri("libpq_url"))
+    try:
+        assert store.engine.url.drivername == "postgresql+psycopg"
+        store.create_token("alice")
+    finally:
+        store.close()

@@ -523,7 +523,7 @@ def serve_cmd(
     config: Path = typer.Option(..., "--config", help="service.yaml (see docs/service.md)."),
     database_url: Optional[str] = typer.Option(
         None, "--database-url", help="Override the database, e.g. "
-        "postgresql+psycopg://user@host/andreas (default: the config's, or SQLite)."),
+        "postgresql://user@host/andreas (default: the config's, or SQLite)."),
     host: str = typer.Option("127.0.0.1", help="Address to listen on."),
     port: int = typer.Option(8000, help="Port to listen on."),
     admin_token_env: str = typer.Option(

@@ -4,7 +4,7 @@ Example (paths are relative to the file)::
 
     cluster: cluster.yaml            # scenario format: GPU types, nodes, price, PUE, overhead
     profiles: profiles.csv           # optional: named profiles jobs can refer to
-    database_url: sqlite:///state/andreas.db   # or postgresql+psycopg://user@host/db
+    database_url: sqlite:///state/andreas.db   # or postgresql://user@host/db
     data_dir: state                  # checkpoints, logs, run records
     executor: local                  # or ray, or slurm (nodes then come from Ray or Slurm)
     ray_address: auto

@@ -51,7 +51,18 @@ def new_token() -> str:
     return "andr_" + secrets.token_urlsafe(32)
 
 
+def engine_url(url: str) -> str:
+    """`url` as SQLAlchemy needs it: a libpq URL (`postgresql://...` or `postgres://...`, as
+    psql and most hosts print them) gets the psycopg 3 driver we install; any other URL is
+    kept as given."""
+    for scheme in ("postgresql://", "postgres://"):
+        if url.startswith(scheme):
+            return "postgresql+psycopg://" + url[len(scheme):]
+    return url
+
+
 def make_engine(url: str) -> Engine:
+    url = engine_url(url)
     if url.startswith("sqlite"):
         folder = sqlite_folder(url)
         if folder is not None:

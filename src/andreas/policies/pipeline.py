@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TYPE_CHECKING, Callable, Protocol
 
 from ..errors import AndreasError
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from .greedy import GreedyParams
 
 DEFAULT_STEPS = ("consolidate", "wait", "company", "defer", "power_limits")
+_JOB_ID = attrgetter("job.job_id")
 
 
 @dataclass
@@ -85,12 +87,13 @@ def build_steps(params: "GreedyParams") -> list[PlanStep]:
     return [s for s in steps if s is not None]
 
 
-def kept_asap(snapshot: Snapshot, before: Decision, after: Decision) -> Decision:
+def kept_asap(asap: list[str], before: Decision, after: Decision) -> Decision:
     """A step's decision, unless it leaves waiting a job that must start as soon as it can
-    (`Job.start_asap`) and that the decision before it ran: then the decision before it. The
-    steps spend slack to save energy; such a job's owner said not to."""
-    for v in snapshot.jobs:
-        if v.job.start_asap and v.job_id in before and v.job_id not in after:
+    (`asap`: the snapshot's jobs with `Job.start_asap`) and that the decision before it ran:
+    then the decision before it. The steps spend slack to save energy; such a job's owner
+    said not to."""
+    for job_id in asap:
+        if job_id in before and job_id not in after:
             return before
     return after
 
@@ -105,6 +108,7 @@ def run_pipeline(snapshot: Snapshot, plan, params: "GreedyParams",
     from .forward_check import keeps_cost
 
     decision = Decision.of(plan)
+    asap = [v.job_id for v in snapshot.jobs if v.job.start_asap]
     steps = build_steps(params)
     ctx = StepContext(params, arrivals, arrivals.offered_load(snapshot))
     before: Decision | None = None  # the decision as it was before the checked group
@@ -124,13 +128,16 @@ def run_pipeline(snapshot: Snapshot, plan, params: "GreedyParams",
             continue
         if checked[i] and before is None:
             before = decision
-        decision = kept_asap(snapshot, decision, step.apply(snapshot, decision, ctx))
+        decision = kept_asap(asap, decision, step.apply(snapshot, decision, ctx))
         if checked[i] and (i + 1 == len(steps) or not checked[i + 1]):
             assert before is not None
             if decision != before and not keeps_cost(snapshot, before, decision, arrivals,
                                                      params.seed, deadline):
                 decision = before  # the bet loses played forward: run the jobs now
             before = None
-    missing = {v.job_id: Reason("no_capacity") for v in snapshot.jobs
-               if v.job_id not in decision and v.job_id not in decision.reasons}
+    if len(decision) == len(snapshot.jobs):  # every job placed: none needs a reason
+        return decision
+    planned, reasons = decision.keys(), decision.reasons
+    missing = {job_id: Reason("no_capacity") for job_id in map(_JOB_ID, snapshot.jobs)
+               if job_id not in planned and job_id not in reasons}
     return decision.replaced(reasons=missing) if missing else decision

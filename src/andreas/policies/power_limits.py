@@ -88,4 +88,6 @@ class PowerLimits:
         return cls() if params.power_limits else None
 
     def apply(self, snapshot: Snapshot, decision: Decision, ctx: StepContext) -> Decision:
+        if not snapshot.profiles.levels:  # no profile gives limits: nothing to choose
+            return decision
         return decision.replaced(choose_power_limits(snapshot, decision))

@@ -381,6 +381,8 @@ class Simulator:
             target = target_of(job_id)
             st = s.stretch
             if st is not None:
+                if target is st.assignment:  # kept as it runs (plans reuse one per place)
+                    continue
                 if not stops_job(st.assignment, target):
                     assert target is not None
                     if target.power_limit_w != st.limit_w:  # a new cap, no restart

@@ -383,6 +383,7 @@ def test_the_passes_on_threads_give_the_same_plans(snap, seed, threads):
     import numpy as np
 
     from andreas.policies import passes
+    from andreas.policies.budget import NO_DEADLINE
 
     ctx = PlanningContext(snap)
     one = make_policy("andreas", seed=seed, max_iterations=40)
@@ -391,8 +392,6 @@ def test_the_passes_on_threads_give_the_same_plans(snap, seed, threads):
         passes.kernel.run_iterations_parallel if threads > 1 else passes.kernel.run_iterations)
     starts = np.array([ctx.ordered("pressure"), ctx.ordered("atc")], np.int64)
     draws = one.draws(ctx, 40)
-    from andreas.policies.budget import NO_DEADLINE
-
     for a, b in zip(one._passes(ctx, starts, draws, NO_DEADLINE),
                     many._passes(ctx, starts, draws, NO_DEADLINE)):
         assert np.array_equal(a, b)

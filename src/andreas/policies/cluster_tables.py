@@ -96,7 +96,7 @@ class ClusterTables:
                             range(1, len(cluster.gpu_types[t].node_power_w) + 1))
                       for t in self.type_names]
         self.node_names = [n.name for n in cluster.nodes]
-        self.node_index = {n: i for i, n in enumerate(self.node_names)}
+        self.node_index = cluster.node_positions
         self.node_type = [self.type_index[n.gpu_type] for n in cluster.nodes]
         self.node_cap = [n.gpus for n in cluster.nodes]
         self.nodes_of_type: list[list[int]] = [[] for _ in self.type_names]

@@ -192,7 +192,7 @@ class Simulator:
         self.seed = seed
         self.on_progress = on_progress
         self.node_names = [n.name for n in self.cluster.nodes]
-        self.node_index = {n: i for i, n in enumerate(self.node_names)}
+        self.node_index = self.cluster.node_positions
         self.node_types = [n.gpu_type for n in self.cluster.nodes]
         self.job_ids: list[str] = []  # by _JobState.index
         self.segments = SegmentLog(self.job_ids,
@@ -356,8 +356,7 @@ class Simulator:
         full = node.power[b - 1]
         for s in node.jobs.values():  # each job's share, less what it saves (more while it
             # restarts, until restart_end)
-            st = s.stretch
-            assert st is not None
+            st = _held(s)
             share = full * st.gpus / b - (st.saved_w + (st.restart_saved_w
                                                         if t0 < st.restart_end else 0.0))
             s.energy_joules += share * dt
@@ -490,8 +489,8 @@ class Simulator:
         profiles = self.scenario.profiles
         spe = profiles.seconds_per_epoch(s.job.profile, gpu_type, target.gpus,
                                          target.power_limit_w)
-        saved = 0.0 if target.power_limit_w is None else profiles.saved_w(
-            s.job.profile, (gpu_type, target.gpus), target.power_limit_w) * target.gpus
+        saved = profiles.saved_w(s.job.profile, (gpu_type, target.gpus),
+                                 target.power_limit_w) * target.gpus
         restart_saved = (self.cluster.gpu_types[gpu_type].restart_saving_w(target.gpus)
                          if restart_end > now else 0.0)
         st = s.stretch = _Stretch(n, target.gpus, spe, now, restart_end, s.remaining, target,

@@ -303,3 +303,20 @@ def test_a_failed_tick_is_described_without_its_sql(orig, said):
     assert describe_failure(exc) == said
     assert describe_failure(ValueError("bad\nsecond line")) == "ValueError: bad"
     assert describe_failure(KeyError("job-0123456789ab")) == "KeyError: 'job-…'"  # no one's id
+
+
+def test_the_service_records_the_workload_history_only_when_asked(tmp_path):
+    """The predicted workload total per decision is `andreas validate`'s plot; in the service
+    it would read every job and run at every decision."""
+    from types import SimpleNamespace
+
+    from andreas.sim.forecast import JobForecast
+
+    config = read_service_config(write_service_files(tmp_path))
+    scheduler = scheduler_with_queued_jobs(config, ["a"])
+    predicted = {"a": JobForecast("a", 100.0, 500.0, 1.0, 0.5)}
+    scheduler._record_plan(SimpleNamespace(time=0.0), {}, predicted, ["test"], 0.01)
+    assert not scheduler.history
+    scheduler.record_history = True
+    scheduler._record_plan(SimpleNamespace(time=1.0), {}, predicted, ["test"], 0.01)
+    assert [h["predicted_total"] for h in scheduler.history] == [pytest.approx(1.5)]

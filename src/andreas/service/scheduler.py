@@ -111,7 +111,10 @@ class Scheduler:
         self._last_period = self.clock()
         self.errors = 0  # scheduler ticks that failed
         self.last_error: str | None = None  # why the latest replan failed; None once one passes
-        self.history: deque[dict] = deque(maxlen=100_000)  # predicted workload total by time
+        # the whole workload's predicted total at each decision, for `andreas validate`'s
+        # plot; off in the service, where it read every job and run at every decision
+        self.record_history = False
+        self.history: deque[dict] = deque(maxlen=100_000)
         self.decision_log: deque[tuple[float, float]] = deque(maxlen=10_000)  # (when, seconds)
         self.decision_seconds = decision_histogram()  # for /metrics
         # per job, (when, predicted completion, predicted cost) at each decision, for the
@@ -604,7 +607,8 @@ class Scheduler:
                 if rows:
                     s.execute(update(JobRow), rows)
         self.plan = info
-        self._record_history(snapshot.time, predicted)
+        if self.record_history:
+            self._record_history(snapshot.time, predicted)
 
     def _remember_forecast(self, job_id: str, now: float, completion: float,
                            cost: float) -> None:

@@ -305,6 +305,44 @@ def test_a_failed_tick_is_described_without_its_sql(orig, said):
     assert describe_failure(KeyError("job-0123456789ab")) == "KeyError: 'job-…'"  # no one's id
 
 
+def test_stored_forecasts_keep_the_first_and_follow_moves_across_restarts(tmp_path):
+    """A job's row keeps its first forecast (`predicted`) and the latest that moved by over a
+    second; what was stored is remembered between decisions, and read again after a restart,
+    so a drift of small moves is still written once it adds up."""
+    from types import SimpleNamespace
+
+    from andreas.executors.local import LocalExecutor
+    from andreas.service.api import _nodes
+    from andreas.service.db import JobRow
+    from andreas.service.scheduler import Scheduler
+    from andreas.sim.forecast import JobForecast
+
+    config = read_service_config(write_service_files(tmp_path))
+    scheduler = scheduler_with_queued_jobs(config, ["a", "b"])
+    store = scheduler.store
+
+    def record(sched, completions):
+        predicted = {j: JobForecast(j, 100.0, c, 1.0, 0.0) for j, c in completions.items()}
+        sched._record_plan(SimpleNamespace(time=0.0), {}, predicted, ["test"], 0.01)
+
+    def rows():
+        with store.session() as s:
+            return {j: (s.get(JobRow, j).predicted["completion"],
+                        s.get(JobRow, j).forecast["completion"]) for j in ("a", "b")}
+
+    record(scheduler, {"a": 500.0, "b": 600.0})
+    assert rows() == {"a": (500.0, 500.0), "b": (600.0, 600.0)}
+    record(scheduler, {"a": 510.0, "b": 600.6})  # a moved; b by under a second
+    assert rows() == {"a": (500.0, 510.0), "b": (600.0, 600.0)}
+    record(scheduler, {"a": 510.0, "b": 601.2})  # b now 1.2 s from what its row holds
+    assert rows() == {"a": (500.0, 510.0), "b": (600.0, 601.2)}
+    again = Scheduler(config, store, LocalExecutor(_nodes(config)))  # a restart
+    record(again, {"a": 510.5, "b": 601.7})  # within a second of the rows: nothing written
+    assert rows() == {"a": (500.0, 510.0), "b": (600.0, 601.2)}
+    record(again, {"a": 508.9, "b": 601.7})
+    assert rows() == {"a": (500.0, 508.9), "b": (600.0, 601.2)}
+
+
 def test_the_service_records_the_workload_history_only_when_asked(tmp_path):
     """The predicted workload total per decision is `andreas validate`'s plot; in the service
     it would read every job and run at every decision."""

@@ -122,6 +122,8 @@ class Scheduler:
         self.forecast_history: dict[str, deque[tuple[float, float, float]]] = {}
         self.drained: set[str] = set()  # nodes an admin drained (read at every snapshot)
         self.owners: dict[str, str] = {}  # job id -> user name, of the active jobs
+        # job id -> the forecast its row holds (None: none yet), for the jobs last planned
+        self._stored_forecasts: dict[str, dict | None] = {}
 
     # ------------------------------------------------------------------ thread
     def start(self) -> None:
@@ -594,10 +596,15 @@ class Scheduler:
                                             "gpu_indices": live.get(job_id)}
             # Stored: the first forecast of each job, and the latest when it moved. The API
             # shows the latest from memory (`plan.forecast`); rewriting every queued job's
-            # row at every decision held the database from the API's requests.
-            stored: dict[str, dict | None] = dict(s.execute(
-                select(JobRow.id, JobRow.forecast)
-                .where(JobRow.id.in_(list(info.forecast)))).all()) if info.forecast else {}
+            # row at every decision held the database from the API's requests. What is
+            # stored is remembered too: reading and parsing every queued job's stored
+            # forecast at every decision held the service's interpreter from them.
+            stored = {job_id: self._stored_forecasts[job_id] for job_id in info.forecast
+                      if job_id in self._stored_forecasts}
+            unknown = [job_id for job_id in info.forecast if job_id not in stored]
+            if unknown:  # new jobs, or every job after a restart
+                stored.update(s.execute(select(JobRow.id, JobRow.forecast)
+                                        .where(JobRow.id.in_(unknown))).all())
             moved = [{"id": job_id, "forecast": entry,
                       **({"predicted": entry} if stored[job_id] is None else {})}
                      for job_id, entry in info.forecast.items()
@@ -606,6 +613,9 @@ class Scheduler:
                 rows = [m for m in moved if ("predicted" in m) == first]
                 if rows:
                     s.execute(update(JobRow), rows)
+        for m in moved:  # committed
+            stored[m["id"]] = m["forecast"]
+        self._stored_forecasts = stored  # the planned jobs' only: the others' are settled
         self.plan = info
         if self.record_history:
             self._record_history(snapshot.time, predicted)

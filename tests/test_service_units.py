@@ -305,10 +305,10 @@ def test_a_failed_tick_is_described_without_its_sql(orig, said):
     assert describe_failure(KeyError("job-0123456789ab")) == "KeyError: 'job-…'"  # no one's id
 
 
-def test_stored_forecasts_keep_the_first_and_follow_moves_across_restarts(tmp_path):
-    """A job's row keeps its first forecast (`predicted`) and the latest that moved by over a
-    second; what was stored is remembered between decisions, and read again after a restart,
-    so a drift of small moves is still written once it adds up."""
+def test_a_jobs_row_holds_its_first_forecast_and_its_last_once_it_leaves_the_plan(tmp_path):
+    """A job's row keeps its first forecast (`predicted`, and `forecast` until then) and, once
+    the job leaves the plan, the last one; moves in between stay in memory, where the API
+    reads them. A restarted scheduler does not plan a job as new."""
     from types import SimpleNamespace
 
     from andreas.executors.local import LocalExecutor
@@ -330,17 +330,19 @@ def test_stored_forecasts_keep_the_first_and_follow_moves_across_restarts(tmp_pa
             return {j: (s.get(JobRow, j).predicted["completion"],
                         s.get(JobRow, j).forecast["completion"]) for j in ("a", "b")}
 
-    record(scheduler, {"a": 500.0, "b": 600.0})
+    record(scheduler, {"a": 500.0})
+    with store.session() as s:
+        assert s.get(JobRow, "b").predicted is None
+    record(scheduler, {"a": 510.0, "b": 600.0})  # b planned first now
     assert rows() == {"a": (500.0, 500.0), "b": (600.0, 600.0)}
-    record(scheduler, {"a": 510.0, "b": 600.6})  # a moved; b by under a second
-    assert rows() == {"a": (500.0, 510.0), "b": (600.0, 600.0)}
-    record(scheduler, {"a": 510.0, "b": 601.2})  # b now 1.2 s from what its row holds
-    assert rows() == {"a": (500.0, 510.0), "b": (600.0, 601.2)}
+    assert scheduler.plan.forecast["a"]["completion"] == 510.0
     again = Scheduler(config, store, LocalExecutor(_nodes(config)))  # a restart
-    record(again, {"a": 510.5, "b": 601.7})  # within a second of the rows: nothing written
-    assert rows() == {"a": (500.0, 510.0), "b": (600.0, 601.2)}
-    record(again, {"a": 508.9, "b": 601.7})
-    assert rows() == {"a": (500.0, 508.9), "b": (600.0, 601.2)}
+    record(again, {"a": 520.0, "b": 630.0})
+    assert rows() == {"a": (500.0, 500.0), "b": (600.0, 600.0)}
+    record(again, {"b": 640.0})  # a ended
+    assert rows() == {"a": (500.0, 520.0), "b": (600.0, 600.0)}
+    record(again, {})  # b cancelled
+    assert rows() == {"a": (500.0, 520.0), "b": (600.0, 640.0)}
 
 
 def test_the_service_records_the_workload_history_only_when_asked(tmp_path):

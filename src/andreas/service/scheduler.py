@@ -80,14 +80,6 @@ SNAPSHOT_COLUMNS = (JobRow.id, JobRow.submitted_at, JobRow.due_date, JobRow.weig
                     JobRow.first_started_at)
 
 
-def _moved(stored: dict | None, entry: dict) -> bool:
-    """Whether a forecast differs from the one stored (by a second, or a cent's thousandth)."""
-    if stored is None:
-        return True
-    return any(abs((stored.get(k) or 0.0) - (entry[k] or 0.0)) > tol
-               for k, tol in (("start", 1.0), ("completion", 1.0), ("total_cost", 1e-5)))
-
-
 class Scheduler:
     def __init__(self, config: ServiceConfig, store: Store, executor: Executor,
                  clock: Callable[[], float] = time.time, decider: Decider | None = None) -> None:
@@ -122,8 +114,6 @@ class Scheduler:
         self.forecast_history: dict[str, deque[tuple[float, float, float]]] = {}
         self.drained: set[str] = set()  # nodes an admin drained (read at every snapshot)
         self.owners: dict[str, str] = {}  # job id -> user name, of the active jobs
-        # job id -> the forecast its row holds (None: none yet), for the jobs last planned
-        self._stored_forecasts: dict[str, dict | None] = {}
 
     # ------------------------------------------------------------------ thread
     def start(self) -> None:
@@ -594,28 +584,24 @@ class Scheduler:
             for job_id, a in plan.items():
                 info.assignments[job_id] = {"node": a.node, "gpus": a.gpus,
                                             "gpu_indices": live.get(job_id)}
-            # Stored: the first forecast of each job, and the latest when it moved. The API
-            # shows the latest from memory (`plan.forecast`); rewriting every queued job's
-            # row at every decision held the database from the API's requests. What is
-            # stored is remembered too: reading and parsing every queued job's stored
-            # forecast at every decision held the service's interpreter from them.
-            stored = {job_id: self._stored_forecasts[job_id] for job_id in info.forecast
-                      if job_id in self._stored_forecasts}
-            unknown = [job_id for job_id in info.forecast if job_id not in stored]
-            if unknown:  # new jobs, or every job after a restart
-                stored.update(s.execute(select(JobRow.id, JobRow.forecast)
-                                        .where(JobRow.id.in_(unknown))).all())
-            moved = [{"id": job_id, "forecast": entry,
-                      **({"predicted": entry} if stored[job_id] is None else {})}
-                     for job_id, entry in info.forecast.items()
-                     if job_id in stored and _moved(stored[job_id], entry)]
-            for first in (True, False):  # one statement for each set of columns
-                rows = [m for m in moved if ("predicted" in m) == first]
+            # Stored in a job's row: its first forecast (`predicted`, and `forecast` until it
+            # leaves the plan), then its last, once it leaves the plan (ended or cancelled).
+            # The API shows the planned jobs' latest from memory (`plan.forecast`); a
+            # restart's first decision makes them again. Writing every queued job's moved
+            # forecast at every decision held the database and the service's interpreter
+            # from the API's requests (all of them move when the queue is long).
+            previous = self.plan.forecast
+            left = [{"id": job_id, "forecast": entry} for job_id, entry in previous.items()
+                    if job_id not in info.forecast]
+            new = [job_id for job_id in info.forecast if job_id not in previous]
+            if new:  # not in the last plan: new jobs, or every job after a restart
+                new = list(s.scalars(select(JobRow.id).where(JobRow.id.in_(new),
+                                                             JobRow.predicted.is_(None))))
+            first = [{"id": job_id, "predicted": info.forecast[job_id],
+                      "forecast": info.forecast[job_id]} for job_id in new]
+            for rows in (first, left):  # one statement for each set of columns
                 if rows:
                     s.execute(update(JobRow), rows)
-        for m in moved:  # committed
-            stored[m["id"]] = m["forecast"]
-        self._stored_forecasts = stored  # the planned jobs' only: the others' are settled
         self.plan = info
         if self.record_history:
             self._record_history(snapshot.time, predicted)

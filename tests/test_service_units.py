@@ -360,3 +360,25 @@ def test_the_service_records_the_workload_history_only_when_asked(tmp_path):
     scheduler.record_history = True
     scheduler._record_plan(SimpleNamespace(time=1.0), {}, predicted, ["test"], 0.01)
     assert [h["predicted_total"] for h in scheduler.history] == [pytest.approx(1.5)]
+
+
+def test_a_queue_longer_than_one_statements_ids_gets_its_first_forecasts(tmp_path):
+    """The new jobs' rows are looked up IN_BATCH ids per statement (SQLite refuses more than
+    32,766 parameters): every one of them, across the batches, gets its first forecast."""
+    from types import SimpleNamespace
+
+    from sqlalchemy import select
+
+    from andreas.service.db import JobRow
+    from andreas.service.store import IN_BATCH
+    from andreas.sim.forecast import JobForecast
+
+    config = read_service_config(write_service_files(tmp_path))
+    ids = [f"j{i}" for i in range(2 * IN_BATCH + 7)]
+    scheduler = scheduler_with_queued_jobs(config, ids)
+    predicted = {j: JobForecast(j, 100.0, 500.0 + i, 1.0, 0.0) for i, j in enumerate(ids)}
+    scheduler._record_plan(SimpleNamespace(time=0.0), {}, predicted, ["test"], 0.01)
+    with scheduler.store.session() as s:
+        stored = dict(s.execute(select(JobRow.id, JobRow.predicted)).all())
+    assert {j: f["completion"] for j, f in stored.items()} == {
+        j: 500.0 + i for i, j in enumerate(ids)}

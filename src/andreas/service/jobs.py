@@ -26,7 +26,7 @@ from .states import (
     JobState,
     RunState,
 )
-from .store import Store, must_get
+from .store import IN_BATCH, Store, must_get
 
 
 class Refused(Exception):
@@ -70,8 +70,9 @@ def visible_jobs(store: Store, scheduler: Scheduler, user: User, state: str | No
         # held the database from every other request
         runs: dict[str, list[RunRow]] = {j.id: [] for j in jobs}
         ids = list(runs)
-        for start in range(0, len(ids), 900):  # bound the statement's parameters
-            for run in s.scalars(select(RunRow).where(RunRow.job_id.in_(ids[start:start + 900]))
+        for start in range(0, len(ids), IN_BATCH):
+            batch = ids[start:start + IN_BATCH]
+            for run in s.scalars(select(RunRow).where(RunRow.job_id.in_(batch))
                                  .order_by(RunRow.id)):
                 runs[run.job_id].append(run)
         owners = dict(s.execute(select(User.id, User.name)).all())

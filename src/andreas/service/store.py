@@ -29,6 +29,9 @@ from .group_commit import GroupCommit
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 ROLES = ("admin", "user")
+# ids per `IN (...)` in one statement: SQLite refuses more than 32,766 parameters (999 before
+# 3.32), and a long queue has more jobs than that
+IN_BATCH = 900
 
 
 Row = TypeVar("Row")

@@ -305,25 +305,30 @@ def test_a_failed_tick_is_described_without_its_sql(orig, said):
     assert describe_failure(KeyError("job-0123456789ab")) == "KeyError: 'job-…'"  # no one's id
 
 
+def record_forecasts(scheduler, completions, *, tardiness=0.0, at=0.0):
+    """Record a plan whose forecast ends each job at `completions[job]` (1 EUR of energy,
+    `tardiness` EUR late), as a decision at time `at` would (Scheduler._record_plan)."""
+    from types import SimpleNamespace
+
+    from andreas.sim.forecast import JobForecast
+
+    predicted = {j: JobForecast(j, 100.0, c, 1.0, tardiness) for j, c in completions.items()}
+    scheduler._record_plan(SimpleNamespace(time=at), {}, predicted, ["test"], 0.01)
+
+
 def test_a_jobs_row_holds_its_first_forecast_and_its_last_once_it_leaves_the_plan(tmp_path):
     """A job's row keeps its first forecast (`predicted`, and `forecast` until then) and, once
     the job leaves the plan, the last one; moves in between stay in memory, where the API
     reads them. A restarted scheduler does not plan a job as new."""
-    from types import SimpleNamespace
-
     from andreas.executors.local import LocalExecutor
     from andreas.service.api import _nodes
     from andreas.service.db import JobRow
     from andreas.service.scheduler import Scheduler
-    from andreas.sim.forecast import JobForecast
 
     config = read_service_config(write_service_files(tmp_path))
     scheduler = scheduler_with_queued_jobs(config, ["a", "b"])
     store = scheduler.store
-
-    def record(sched, completions):
-        predicted = {j: JobForecast(j, 100.0, c, 1.0, 0.0) for j, c in completions.items()}
-        sched._record_plan(SimpleNamespace(time=0.0), {}, predicted, ["test"], 0.01)
+    record = record_forecasts
 
     def rows():
         with store.session() as s:
@@ -348,36 +353,27 @@ def test_a_jobs_row_holds_its_first_forecast_and_its_last_once_it_leaves_the_pla
 def test_the_service_records_the_workload_history_only_when_asked(tmp_path):
     """The predicted workload total per decision is `andreas validate`'s plot; in the service
     it would read every job and run at every decision."""
-    from types import SimpleNamespace
-
-    from andreas.sim.forecast import JobForecast
-
     config = read_service_config(write_service_files(tmp_path))
     scheduler = scheduler_with_queued_jobs(config, ["a"])
-    predicted = {"a": JobForecast("a", 100.0, 500.0, 1.0, 0.5)}
-    scheduler._record_plan(SimpleNamespace(time=0.0), {}, predicted, ["test"], 0.01)
+    record_forecasts(scheduler, {"a": 500.0}, tardiness=0.5)
     assert not scheduler.history
     scheduler.record_history = True
-    scheduler._record_plan(SimpleNamespace(time=1.0), {}, predicted, ["test"], 0.01)
+    record_forecasts(scheduler, {"a": 500.0}, tardiness=0.5, at=1.0)
     assert [h["predicted_total"] for h in scheduler.history] == [pytest.approx(1.5)]
 
 
 def test_a_queue_longer_than_one_statements_ids_gets_its_first_forecasts(tmp_path):
     """The new jobs' rows are looked up IN_BATCH ids per statement (SQLite refuses more than
     32,766 parameters): every one of them, across the batches, gets its first forecast."""
-    from types import SimpleNamespace
-
     from sqlalchemy import select
 
     from andreas.service.db import JobRow
     from andreas.service.store import IN_BATCH
-    from andreas.sim.forecast import JobForecast
 
     config = read_service_config(write_service_files(tmp_path))
     ids = [f"j{i}" for i in range(2 * IN_BATCH + 7)]
     scheduler = scheduler_with_queued_jobs(config, ids)
-    predicted = {j: JobForecast(j, 100.0, 500.0 + i, 1.0, 0.0) for i, j in enumerate(ids)}
-    scheduler._record_plan(SimpleNamespace(time=0.0), {}, predicted, ["test"], 0.01)
+    record_forecasts(scheduler, {j: 500.0 + i for i, j in enumerate(ids)})
     with scheduler.store.session() as s:
         stored = dict(s.execute(select(JobRow.id, JobRow.predicted)).all())
     assert {j: f["completion"] for j, f in stored.items()} == {

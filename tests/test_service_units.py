@@ -328,25 +328,24 @@ def test_a_jobs_row_holds_its_first_forecast_and_its_last_once_it_leaves_the_pla
     config = read_service_config(write_service_files(tmp_path))
     scheduler = scheduler_with_queued_jobs(config, ["a", "b"])
     store = scheduler.store
-    record = record_forecasts
 
     def rows():
         with store.session() as s:
             return {j: (s.get(JobRow, j).predicted["completion"],
                         s.get(JobRow, j).forecast["completion"]) for j in ("a", "b")}
 
-    record(scheduler, {"a": 500.0})
+    record_forecasts(scheduler, {"a": 500.0})
     with store.session() as s:
         assert s.get(JobRow, "b").predicted is None
-    record(scheduler, {"a": 510.0, "b": 600.0})  # b planned first now
+    record_forecasts(scheduler, {"a": 510.0, "b": 600.0})  # b planned first now
     assert rows() == {"a": (500.0, 500.0), "b": (600.0, 600.0)}
     assert scheduler.plan.forecast["a"]["completion"] == 510.0
     again = Scheduler(config, store, LocalExecutor(_nodes(config)))  # a restart
-    record(again, {"a": 520.0, "b": 630.0})
+    record_forecasts(again, {"a": 520.0, "b": 630.0})
     assert rows() == {"a": (500.0, 500.0), "b": (600.0, 600.0)}
-    record(again, {"b": 640.0})  # a ended
+    record_forecasts(again, {"b": 640.0})  # a ended
     assert rows() == {"a": (500.0, 520.0), "b": (600.0, 600.0)}
-    record(again, {})  # b cancelled
+    record_forecasts(again, {})  # b cancelled
     assert rows() == {"a": (500.0, 520.0), "b": (600.0, 640.0)}
 
 

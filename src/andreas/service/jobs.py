@@ -26,7 +26,7 @@ from .states import (
     JobState,
     RunState,
 )
-from .store import IN_BATCH, Store, must_get
+from .store import Store, in_batches, must_get
 
 
 class Refused(Exception):
@@ -69,9 +69,7 @@ def visible_jobs(store: Store, scheduler: Scheduler, user: User, state: str | No
         # every job's runs and owner in two queries, not two per job: on a long queue those
         # held the database from every other request
         runs: dict[str, list[RunRow]] = {j.id: [] for j in jobs}
-        ids = list(runs)
-        for start in range(0, len(ids), IN_BATCH):
-            batch = ids[start:start + IN_BATCH]
+        for batch in in_batches(list(runs)):
             for run in s.scalars(select(RunRow).where(RunRow.job_id.in_(batch))
                                  .order_by(RunRow.id)):
                 runs[run.job_id].append(run)

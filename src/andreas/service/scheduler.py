@@ -52,7 +52,7 @@ from .states import (
     RunState,
     after_run,
 )
-from .store import IN_BATCH, Store, hash_token, must_get, new_token
+from .store import Store, hash_token, in_batches, must_get, new_token
 
 log = logging.getLogger("andreas.service")
 DONE_EPS = 1e-6
@@ -593,11 +593,11 @@ class Scheduler:
             previous = self.plan.forecast
             left = [{"id": job_id, "forecast": entry} for job_id, entry in previous.items()
                     if job_id not in info.forecast]
-            new = [job_id for job_id in info.forecast if job_id not in previous]
             # not in the last plan: new jobs, or every job after a restart
-            new = [job_id for start in range(0, len(new), IN_BATCH)
+            unseen = [job_id for job_id in info.forecast if job_id not in previous]
+            new = [job_id for batch in in_batches(unseen)
                    for job_id in s.scalars(select(JobRow.id).where(
-                       JobRow.id.in_(new[start:start + IN_BATCH]), JobRow.predicted.is_(None)))]
+                       JobRow.id.in_(batch), JobRow.predicted.is_(None)))]
             first = [{"id": job_id, "predicted": info.forecast[job_id],
                       "forecast": info.forecast[job_id]} for job_id in new]
             for rows in (first, left):  # one statement for each set of columns

@@ -34,6 +34,12 @@ ROLES = ("admin", "user")
 IN_BATCH = 900
 
 
+def in_batches(ids: list[str]) -> Iterator[list[str]]:
+    """`ids` in slices of IN_BATCH, one `IN (...)` statement each."""
+    for start in range(0, len(ids), IN_BATCH):
+        yield ids[start:start + IN_BATCH]
+
+
 Row = TypeVar("Row")
 
 

@@ -60,6 +60,17 @@ def test_gres_and_node_lines_parse():
     assert expand_nodes("n1,n2") == ["n1", "n2"] and expand_nodes("(null)") == []
 
 
+def test_the_local_slurms_daemons_get_distinct_ports(tmp_path):
+    """The controller and every slurmd on a port of its own (one port shared: neither
+    starts). Asked one at a time, the kernel may hand back a port it just gave out."""
+    sandbox = LocalSlurm(tmp_path, [(f"n{i}", "V100", 1) for i in range(100)])
+    for _ in range(10):  # one port asked at a time repeated one in about three writes here
+        sandbox.write()
+        ports = [int(word.split("=")[1]) for word in sandbox.conf.read_text().split()
+                 if word.startswith(("SlurmctldPort=", "Port="))]
+        assert len(ports) == 101 and len(set(ports)) == 101
+
+
 def test_jobs_run_where_the_plan_says_and_cancel_reaches_slurm(tmp_path, slurm):
     executor = SlurmExecutor()
     assert [(n.name, n.gpu_type, n.gpus) for n in executor.nodes()] == NODES

@@ -24,10 +24,18 @@ from pathlib import Path
 DAEMONS = ("slurmctld", "slurmd", "sbatch", "squeue", "scancel", "scontrol", "munged")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _free_ports(n: int) -> list[int]:
+    """`n` distinct ports free now. All held open until all are chosen: asked for one at a
+    time, the kernel may hand out a port it just gave back, and the controller and a node's
+    slurmd then met on one port (neither started, a flaky test)."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def missing() -> list[str]:
@@ -53,9 +61,10 @@ class LocalSlurm:
         for sub in ("state", "log", "dev", *(f"spool/{n}" for n, _, _ in self.nodes)):
             (f / sub).mkdir(parents=True, exist_ok=True)
         host = socket.gethostname().split(".")[0]
+        controller_port, *node_ports = _free_ports(1 + len(self.nodes))
         lines = [
             "ClusterName=andreaslocal", f"SlurmctldHost={host}",
-            f"SlurmctldPort={_free_port()}", "SlurmUser=root", "SlurmdUser=root",
+            f"SlurmctldPort={controller_port}", "SlurmUser=root", "SlurmdUser=root",
             "AuthType=auth/munge", f"StateSaveLocation={f}/state",
             f"SlurmdSpoolDir={f}/spool/%n", f"SlurmctldPidFile={f}/slurmctld.pid",
             f"SlurmdPidFile={f}/slurmd-%n.pid", f"SlurmctldLogFile={f}/log/slurmctld.log",
@@ -67,9 +76,9 @@ class LocalSlurm:
             "SchedulerParameters=sched_interval=2",
         ]
         gres = ["AutoDetect=off"]
-        for name, gpu_type, gpus in self.nodes:
+        for (name, gpu_type, gpus), port in zip(self.nodes, node_ports):
             lines.append(f"NodeName={name} NodeHostname={host} NodeAddr=127.0.0.1 "
-                         f"Port={_free_port()} CPUs={max(2, gpus)} RealMemory=1000 "
+                         f"Port={port} CPUs={max(2, gpus)} RealMemory=1000 "
                          f"Gres=gpu:{gpu_type}:{gpus} State=UNKNOWN")
             devices = []
             for i in range(gpus):

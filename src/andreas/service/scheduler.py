@@ -362,42 +362,43 @@ class Scheduler:
         views, table, running = [], {}, {}
         known = {n.name for n in cluster.nodes}
         with self.store.session() as s:
-            # plain rows of the columns a snapshot needs: loading ORM objects of a long
-            # queue held the database from the API's requests for a long while
+            # plain rows of the columns a snapshot needs, read and then let go of: loading
+            # ORM objects of a long queue, or building its views while in the transaction,
+            # held the database from the API's requests for a long while
             jobs = s.execute(select(*SNAPSHOT_COLUMNS).where(
                 JobRow.state.in_(ACTIVE_STATES), JobRow.cancel_requested.is_(False))
                 .order_by(JobRow.submitted_at, JobRow.id)).all()
             live = {r.job_id: r for r in s.scalars(
                 select(RunRow).where(RunRow.state.in_(LIVE_RUN_STATES)))}
-            for job in jobs:
-                run = live.get(job.id)
-                if run is not None and run.node not in known:
-                    # its node left the cluster (a Ray node lost) and the run is not yet
-                    # reconciled as ended: planned once it is, restarted from its checkpoint
-                    continue
-                remaining = float(job.epochs) - job.epochs_done
-                if remaining <= DONE_EPS:
-                    if run is not None:  # finishing: its GPUs stay taken until it exits
-                        held[run.node] = held.get(run.node, 0) + len(run.gpu_indices)
-                        continue
-                    # every epoch reported, but no run ended it (killed after its last
-                    # checkpoint): a run that resumes from the checkpoint ends it; planned as
-                    # one epoch, it would otherwise never be started again
-                    remaining = min(1.0, float(job.epochs))
-                key = self.profile_key(job)
-                if key not in table:
-                    table[key] = self.job_configs(job)
-                assignment = None
-                if run is not None:
-                    assignment = Assignment(run.node, len(run.gpu_indices))
-                    running[job.id] = run
-                views.append(JobView(Job(job.id, job.submitted_at, job.due_date, job.weight,
-                                         float(job.epochs), key, preemptible=job.preemptible,
-                                         start_asap=job.start_asap), remaining, assignment,
-                                     job.first_started_at is not None))
             self.drained = set(s.scalars(select(DrainedNode.name)))
             self.owners = dict(s.execute(select(JobRow.id, User.name).join(
                 User, JobRow.owner_id == User.id).where(JobRow.state.in_(ACTIVE_STATES))).all())
+        for job in jobs:
+            run = live.get(job.id)
+            if run is not None and run.node not in known:
+                # its node left the cluster (a Ray node lost) and the run is not yet
+                # reconciled as ended: planned once it is, restarted from its checkpoint
+                continue
+            remaining = float(job.epochs) - job.epochs_done
+            if remaining <= DONE_EPS:
+                if run is not None:  # finishing: its GPUs stay taken until it exits
+                    held[run.node] = held.get(run.node, 0) + len(run.gpu_indices)
+                    continue
+                # every epoch reported, but no run ended it (killed after its last
+                # checkpoint): a run that resumes from the checkpoint ends it; planned as
+                # one epoch, it would otherwise never be started again
+                remaining = min(1.0, float(job.epochs))
+            key = self.profile_key(job)
+            if key not in table:
+                table[key] = self.job_configs(job)
+            assignment = None
+            if run is not None:
+                assignment = Assignment(run.node, len(run.gpu_indices))
+                running[job.id] = run
+            views.append(JobView(Job(job.id, job.submitted_at, job.due_date, job.weight,
+                                     float(job.epochs), key, preemptible=job.preemptible,
+                                     start_asap=job.start_asap), remaining, assignment,
+                                 job.first_started_at is not None))
         for node, gpus in self.executor.foreign_gpus().items():  # another Slurm user's jobs
             held[node] = held.get(node, 0) + gpus
         if held:

@@ -163,6 +163,54 @@ def test_a_retried_submission_with_the_same_idempotency_key_makes_one_job(tmp_pa
         assert bad.status_code == 422 and "idempotency-key" in bad.json()["detail"]
 
 
+def test_retries_that_arrive_together_in_one_group_commit_make_one_job(tmp_path):
+    """Submissions share a transaction (group commit) and check their key only through the
+    unique index: a group holding the same key twice fails as a whole, is committed piece by
+    piece, and every retry gets the one job made."""
+    import asyncio
+    import threading
+    import time
+
+    from andreas.service.jobs import accept, validate_submission
+    from andreas.service.schemas import JobSubmit
+    from andreas.service.states import JobState
+
+    config = read_service_config(write_service_files(tmp_path))
+    with TestClient(create_app(config, admin_token="admin-secret", run_scheduler=False)) as c:
+        svc = c.app.state.services
+        user = svc.store.user_for("admin-secret")
+        holding, release = threading.Event(), threading.Event()
+
+        def hold(s):  # keeps the writer busy, so the submissions queue into one group
+            holding.set()
+            release.wait(timeout=30)
+
+        async def submit_all():
+            busy = svc.store.group.submit(hold)
+            assert holding.wait(timeout=30)
+            rows = [validate_submission(config, JobSubmit(**GOOD), 0.0, user.id)
+                    for _ in range(4)]
+            calls = [asyncio.ensure_future(accept(svc.store, svc.scheduler, [row], user,
+                                                  "same-key" if i < 3 else "other-key"))
+                     for i, row in enumerate(rows)]
+            deadline = time.monotonic() + 30
+            while svc.store.group._queue.qsize() < len(calls) and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            assert svc.store.group._queue.qsize() == len(calls)
+            release.set()
+            busy.result(timeout=30)
+            return await asyncio.gather(*calls)
+
+        answers = asyncio.run(submit_all())
+        same = [(shown[0].id, new) for shown, new in answers[:3]]
+        assert len({job_id for job_id, _ in same}) == 1
+        assert sorted(new for _, new in same) == [False, False, True]
+        assert answers[3][1] is True and answers[3][0][0].id != same[0][0]
+        listed = c.get("/jobs", headers=ADMIN).json()
+        assert sorted(j["id"] for j in listed) == sorted({same[0][0], answers[3][0][0].id})
+        assert all(j["state"] == JobState.QUEUED for j in listed)
+
+
 def test_scripts_and_workdirs_stay_inside_the_allowed_roots(tmp_path):
     import os
 

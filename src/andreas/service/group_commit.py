@@ -39,10 +39,15 @@ class GroupCommit:
     def run(self, work: Work) -> Any:
         """Run `work(session)` in a transaction shared with other callers'; return its result
         once committed, or raise its error."""
+        return self.submit(work).result()
+
+    def submit(self, work: Work) -> Future:
+        """Queue `work(session)` for the next shared transaction: the future holds its result
+        once committed, or its error. (An event loop awaits it with `asyncio.wrap_future`.)"""
         future: Future = Future()
         self._ensure_started()
         self._queue.put((work, future))
-        return future.result()
+        return future
 
     def close(self) -> None:
         with self._start_lock:

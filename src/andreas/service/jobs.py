@@ -5,12 +5,16 @@ HTTP status and the sentence the caller shows."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import sys
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
 from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from starlette.concurrency import run_in_threadpool
 
 from ..catalogue import canonical_gpu
 from ..io import feasible_configs
@@ -26,7 +30,7 @@ from .states import (
     JobState,
     RunState,
 )
-from .store import Store, in_batches, must_get
+from .store import Store, in_batches
 
 
 class Refused(Exception):
@@ -112,22 +116,52 @@ def request_cancel(store: Store, scheduler: Scheduler, job_id: str, user: User) 
     scheduler.wake("cancel")
 
 
-def accept(store: Store, scheduler: Scheduler, rows: list[JobRow], user: User,
-           idempotency_key: str | None = None) -> tuple[list[JobOut], bool]:
+async def accept(store: Store, scheduler: Scheduler, rows: list[JobRow], user: User,
+                 idempotency_key: str | None = None) -> tuple[list[JobOut], bool]:
     """Store validated submissions in one transaction, wake the scheduler, show them.
     A job with a hard deadline that the forecast ends late is refused (409), and with it
     the whole submission. With an `idempotency_key` this user used before, nothing is stored
     and the job made then is shown. Returns the jobs and whether they are new.
 
-    The common submission is one short piece of work in a transaction shared with the
-    submissions that arrive with it (group_commit.py): every extra transaction would cost
-    every concurrent request a turn at the database."""
-    slow = any(row.hard_deadline or row.upload is not None for row in rows)
-    if idempotency_key is not None and slow:  # a retry must not be forecast or unpacked again
-        with store.session() as s:
-            if (out := submitted_with(s, scheduler, user, idempotency_key)) is not None:
-                return [out], False
-    refuse_over_queue(store, scheduler.config.quotas.of(user.name).max_queued, len(rows), user)
+    The common submission (no hard deadline, no upload, no queue quota) never leaves the
+    event loop: it waits for its commit in a transaction shared with the submissions that
+    arrive with it (group_commit.py). A thread per request, and a transaction per request,
+    made every concurrent request wait its turn for the interpreter and the database
+    (bench/service-load.md). The rest is prepared in a worker thread."""
+    limit = scheduler.config.quotas.of(user.name).max_queued
+    costly = any(row.hard_deadline or row.upload is not None for row in rows)
+    prepare = functools.partial(_prepare, store, scheduler, rows, user, idempotency_key, limit,
+                                costly)
+    earlier = await run_in_threadpool(prepare) if costly or limit is not None else prepare()
+    if earlier is not None:
+        return [earlier], False
+
+    def insert(s) -> None:  # run by the group commit, with others' submissions
+        s.add_all(rows)  # flushed with the group's: one INSERT for all of them
+
+    try:
+        await asyncio.wrap_future(store.group.submit(insert))
+    except IntegrityError:  # the unique (owner, key) index: a retry, or a concurrent one
+        if idempotency_key is None:
+            raise
+        earlier = await run_in_threadpool(_submitted_with, store, scheduler, user,
+                                          idempotency_key)
+        if earlier is None:
+            raise
+        return [earlier], False
+    scheduler.wake("submit")
+    return [job_out(None, row, scheduler, None, runs=[], owner=user.name) for row in rows], True
+
+
+def _prepare(store: Store, scheduler: Scheduler, rows: list[JobRow], user: User,
+             idempotency_key: str | None, limit: int | None, costly: bool) -> JobOut | None:
+    """Give `rows` their ids and owner, after the checks that need the database, the forecast
+    or the disk; returns the job made earlier when this is the retry of a `costly` submission
+    (one with a hard deadline or an upload), which must not be forecast or unpacked again."""
+    if idempotency_key is not None and costly:
+        if (out := _submitted_with(store, scheduler, user, idempotency_key)) is not None:
+            return out
+    refuse_over_queue(store, limit, len(rows), user)
     for i, row in enumerate(rows):
         row.id = "job-" + uuid.uuid4().hex[:12]
         row.owner_id = user.id
@@ -142,22 +176,12 @@ def accept(store: Store, scheduler: Scheduler, rows: list[JobRow], user: User,
             into = scheduler.job_dir(row.id) / "workdir"
             unpack(archive, into)
             row.workdir = str(into)
+    return None
 
-    def insert(s) -> str | None:  # run by the group commit, with others' submissions
-        if idempotency_key is not None:
-            earlier = earlier_job(s, user, idempotency_key)
-            if earlier is not None:
-                return earlier.id
-        s.add_all(rows)
-        s.flush()
-        return None
 
-    earlier_id = store.group.run(insert)
-    if earlier_id is not None:
-        with store.session() as s:
-            return [job_out(s, must_get(s, JobRow, earlier_id), scheduler, None)], False
-    scheduler.wake("submit")
-    return [job_out(None, row, scheduler, None, runs=[], owner=user.name) for row in rows], True
+def _submitted_with(store: Store, scheduler: Scheduler, user: User, key: str) -> JobOut | None:
+    with store.session() as s:
+        return submitted_with(s, scheduler, user, key)
 
 
 def earlier_job(s, user: User, key: str) -> JobRow | None:
@@ -285,6 +309,15 @@ def validate_submission(config: ServiceConfig, body: JobSubmit, now: float,
         row.upload = upload  # unpacked into its folder once it has an id (accept)
         return row
     return _row(body, command, due, weight, inline, now, default_name)
+
+
+async def validated(config: ServiceConfig, body: JobSubmit, now: float,
+                    owner_id: int | None = None) -> JobRow:
+    """`validate_submission`, in a worker thread when it looks at files (a script, a working
+    folder, an upload), which may be slow (a network file system); at once otherwise."""
+    if body.script is None and body.workdir is None and body.working_dir is None:
+        return validate_submission(config, body, now, owner_id)
+    return await run_in_threadpool(validate_submission, config, body, now, owner_id)
 
 
 def _row(body: JobSubmit, command: list[str], due: float, weight: float, inline,

@@ -208,11 +208,10 @@ class Store:
         a token revoked through this service is refused from its next request on (revoking
         clears the cache); one revoked in the database behind the service's back, within
         that time. Its expiry is checked at every request."""
+        known, user = self.cached_user(token)
+        if known:
+            return user
         digest, now = hash_token(token), time.time()
-        cached = self._known.get(digest)
-        if cached is not None and now < cached[0]:
-            user, expires_at = cached[1], cached[2]
-            return user if expires_at is None or now < expires_at else None
         with self.session() as s:
             row = s.scalar(select(Token).where(Token.token_hash == digest))
             if row is None or not row.valid(now):
@@ -222,6 +221,17 @@ class Store:
             self._known.clear()
         self._known[digest] = (now + self.TOKEN_CACHE_S, user, row.expires_at)
         return user
+
+    def cached_user(self, token: str) -> tuple[bool, User | None]:
+        """(True, what `user_for` answers) when the answer is kept from a recent lookup,
+        (False, None) when only the database can tell: an answer without a query, for
+        callers that must not wait on the database (the API's event loop)."""
+        now = time.time()
+        cached = self._known.get(hash_token(token))
+        if cached is None or now >= cached[0]:
+            return False, None
+        user, expires_at = cached[1], cached[2]
+        return True, (user if expires_at is None or now < expires_at else None)
 
     def tokens(self, user_id: int | None = None) -> list[tuple[Token, User]]:
         """Every token (of one user when `user_id` is given) with its user, oldest first."""

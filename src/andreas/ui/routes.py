@@ -33,7 +33,7 @@ from ..service.jobs import (
     logs_tail,
     request_cancel,
     run_out,
-    validate_submission,
+    validated,
     visible_job,
     visible_jobs,
 )
@@ -291,7 +291,7 @@ async def submit(request: Request):
     app = request.app.state
     profiles = sorted(app.config.profiles.table)
     try:
-        row = validate_submission(app.config, _submission(form), time.time())
+        row = await validated(app.config, _submission(form), time.time())
         if form.get("action") != "submit":
             row.id, row.owner_id = "preview", user.id
             # in a thread: the forecast may wait behind the scheduler's own in the decision
@@ -302,7 +302,7 @@ async def submit(request: Request):
                         "on_time": f.completion <= row.due_date + 1e-6}
             return page(request, "submit.html", user, token, form=form, forecast=forecast,
                         error="", profiles=profiles)
-        job = (await run_in_threadpool(accept, app.store, app.scheduler, [row], user))[0][0]
+        job = (await accept(app.store, app.scheduler, [row], user))[0][0]
     except Refused as exc:
         return page(request, "submit.html", user, token, form=form, forecast=None,
                     error=exc.detail, profiles=profiles)

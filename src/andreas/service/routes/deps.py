@@ -12,6 +12,7 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from ..config import ServiceConfig
 from ..db import User
@@ -63,11 +64,15 @@ def missing_token(request: Request, address: str) -> HTTPException:
     return refuse(request, address, 401, "missing token: send 'Authorization: Bearer <token>'")
 
 
-def current_user(request: Request, credentials: Credentials, svc: ServicesDep) -> User:
+async def current_user(request: Request, credentials: Credentials, svc: ServicesDep) -> User:
+    """The token's user: from the store's cache at once, or from the database in a worker
+    thread (a sync dependency would take a thread hop on every request)."""
     address = check_rate(request)
     if credentials is None:
         raise missing_token(request, address)
-    user = svc.store.user_for(credentials.credentials)
+    known, user = svc.store.cached_user(credentials.credentials)
+    if not known:
+        user = await run_in_threadpool(svc.store.user_for, credentials.credentials)
     if user is None:
         raise refuse(request, address, 401, "invalid or revoked token")
     return user
@@ -76,7 +81,7 @@ def current_user(request: Request, credentials: Credentials, svc: ServicesDep) -
 CurrentUser = Annotated[User, Depends(current_user)]
 
 
-def admin(user: CurrentUser) -> User:
+async def admin(user: CurrentUser) -> User:
     if user.role != "admin":
         raise HTTPException(403, "this needs an admin token")
     return user

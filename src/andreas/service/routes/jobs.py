@@ -9,7 +9,6 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 
 from .. import uploads
 from ..db import JobRow, RunRow
@@ -20,8 +19,7 @@ from ..jobs import (
     logs_tail,
     request_cancel,
     run_out,
-    submitted_with,
-    validate_submission,
+    validated,
     visible_job,
     visible_jobs,
 )
@@ -57,40 +55,32 @@ async def upload(request: Request, user: CurrentUser, svc: ServicesDep):
              responses={200: {"model": JobOut, "description": "a retried submission (the same "
                                                               "Idempotency-Key): the job made "
                                                               "the first time"}})
-def submit(body: JobSubmit, response: Response, user: CurrentUser, svc: ServicesDep,
-           idempotency_key: str | None = Header(
-               None, max_length=200, pattern=r"^[\x21-\x7e]+$",
-               description="any token of yours (printable ASCII): a retry with the same key "
-                           "returns the job already made instead of a second one")):
-    row = validate_submission(svc.config, body, time.time(), user.id)
-    try:
-        shown, new = accept(svc.store, svc.scheduler, [row], user, idempotency_key)
-    except IntegrityError:  # a concurrent retry with the same key won the race
-        if idempotency_key is None:
-            raise
-        with svc.store.session() as s:
-            earlier = submitted_with(s, svc.scheduler, user, idempotency_key)
-        if earlier is None:
-            raise
-        shown, new = [earlier], False
+async def submit(body: JobSubmit, response: Response, user: CurrentUser, svc: ServicesDep,
+                 idempotency_key: str | None = Header(
+                     None, max_length=200, pattern=r"^[\x21-\x7e]+$",
+                     description="any token of yours (printable ASCII): a retry with the "
+                                 "same key returns the job already made instead of a second "
+                                 "one")):
+    row = await validated(svc.config, body, time.time(), user.id)
+    shown, new = await accept(svc.store, svc.scheduler, [row], user, idempotency_key)
     if not new:
         response.status_code = 200
     return shown[0]
 
 
 @router.post("/jobs/batch", status_code=201, response_model=list[JobOut])
-def submit_batch(body: Annotated[list[JobSubmit], Body(max_length=MAX_BATCH)],
-                 user: CurrentUser, svc: ServicesDep):
+async def submit_batch(body: Annotated[list[JobSubmit], Body(max_length=MAX_BATCH)],
+                       user: CurrentUser, svc: ServicesDep):
     """Submit several jobs at once: all or none are accepted, and they are planned together
     (a workload known in advance)."""
     now = time.time()
     rows = []
     for i, item in enumerate(body):
         try:
-            rows.append(validate_submission(svc.config, item, now, user.id))
+            rows.append(await validated(svc.config, item, now, user.id))
         except Refused as exc:
             raise Refused(exc.status, f"job [{i}]: {exc.detail}") from None
-    return accept(svc.store, svc.scheduler, rows, user)[0]
+    return (await accept(svc.store, svc.scheduler, rows, user))[0]
 
 
 @router.get("/jobs", response_model=list[JobOut])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import logging
 import threading
 import time
@@ -22,6 +23,12 @@ def serve(config_path: str | Path, *, database_url: str | None = None,
     config = dataclasses.replace(config, public_url=public_url_for(config, host, port))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     app = create_app(config, admin_token=admin_token)
+    # What exists now (modules, the app, its configuration) lives as long as the process.
+    # Frozen, the collector's full passes skip it; unfrozen, each full pass walked some
+    # 200,000 objects while every thread waited, longer than a request may take
+    # (bench/service-load.md, 2026-12-03).
+    gc.collect()
+    gc.freeze()
     threading.Thread(target=check_public_url, args=(config.public_url,), daemon=True,
                      name="andreas-public-url").start()
     uvicorn.run(app, host=host, port=port, log_level="info")

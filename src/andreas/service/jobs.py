@@ -144,7 +144,7 @@ async def accept(store: Store, scheduler: Scheduler, rows: list[JobRow], user: U
     except IntegrityError:  # the unique (owner, key) index: a retry, or a concurrent one
         if idempotency_key is None:
             raise
-        earlier = await run_in_threadpool(_submitted_with, store, scheduler, user,
+        earlier = await run_in_threadpool(submitted_with, store, scheduler, user,
                                           idempotency_key)
         if earlier is None:
             raise
@@ -159,7 +159,7 @@ def _prepare(store: Store, scheduler: Scheduler, rows: list[JobRow], user: User,
     or the disk; returns the job made earlier when this is the retry of a `costly` submission
     (one with a hard deadline or an upload), which must not be forecast or unpacked again."""
     if idempotency_key is not None and costly:
-        if (out := _submitted_with(store, scheduler, user, idempotency_key)) is not None:
+        if (out := submitted_with(store, scheduler, user, idempotency_key)) is not None:
             return out
     refuse_over_queue(store, limit, len(rows), user)
     for i, row in enumerate(rows):
@@ -179,21 +179,12 @@ def _prepare(store: Store, scheduler: Scheduler, rows: list[JobRow], user: User,
     return None
 
 
-def _submitted_with(store: Store, scheduler: Scheduler, user: User, key: str) -> JobOut | None:
-    with store.session() as s:
-        return submitted_with(s, scheduler, user, key)
-
-
-def earlier_job(s, user: User, key: str) -> JobRow | None:
-    """The job `user` submitted with Idempotency-Key `key`, if any."""
-    return s.scalar(select(JobRow).where(JobRow.owner_id == user.id,
-                                         JobRow.idempotency_key == key))
-
-
-def submitted_with(s, scheduler: Scheduler, user: User, key: str) -> JobOut | None:
+def submitted_with(store: Store, scheduler: Scheduler, user: User, key: str) -> JobOut | None:
     """The API's view of the job `user` submitted with Idempotency-Key `key`, if any."""
-    job = earlier_job(s, user, key)
-    return None if job is None else job_out(s, job, scheduler, None)
+    with store.session() as s:
+        job = s.scalar(select(JobRow).where(JobRow.owner_id == user.id,
+                                            JobRow.idempotency_key == key))
+        return None if job is None else job_out(s, job, scheduler, None)
 
 
 def refuse_over_queue(store: Store, limit: int | None, adding: int, user: User) -> None:

@@ -55,3 +55,16 @@ def policy_with(name: str, seed: int, max_iterations: int = 20):
 
     return make_policy(name, **options_for(name, {"seed": seed,
                                                   "max_iterations": max_iterations}))
+
+
+def placement(ctx, places: dict):
+    """A Placement of `ctx` with job j on (node, GPUs) for each entry of `places` (the column
+    of that configuration on the node's GPU type), every other job waiting."""
+    from andreas.policies.placement import Placement
+
+    k = ctx.packed
+    changes = {}
+    for j, (node, gpus) in places.items():
+        changes[j] = (node, next(c for c in range(int(k.nc[j]))
+                                 if k.cg[j, c] == gpus and k.ct[j, c] == k.node_type[node]))
+    return Placement.waiting(len(ctx.job_ids)).moved_to(ctx, changes)

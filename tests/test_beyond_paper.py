@@ -3,7 +3,7 @@
 import math
 
 import pytest
-from helpers import cluster, job, scenario, snapshot
+from helpers import cluster, job, placement, scenario, snapshot
 
 from andreas.errors import AndreasError
 from andreas.policies import make_policy
@@ -23,9 +23,7 @@ def test_lookahead_cost_hand_computed():
     sc = scenario(cl, {"p": {("G", 1): 10.0}}, jobs)
     ctx = PlanningContext(snapshot(sc))
     a, b, c = (ctx.job_ids.index(x) for x in "abc")
-    placed = [None] * 3
-    placed[a] = (0, ctx.cands[a][0])  # 100 s
-    placed[b] = (0, ctx.cands[b][0])  # 50 s
+    placed = placement(ctx, {a: (0, 1), b: (0, 1)})  # a: 100 s, b: 50 s
     # Node: 150 W for 50 s then 100 W for 50 s = 12.5 kJ. c waits for b's GPU (t = 50), runs 40 s
     # alone-on-a-node at 100 W = 4 kJ, ends at 90 > due 80: 10 s × 0.01 EUR/s.
     assert lookahead(ctx, placed) == pytest.approx(16500 * E + 0.1)
@@ -115,7 +113,7 @@ def test_fast_and_plain_elites_agree_on_one_decision():
     fast = make_policy("andreas", seed=9, impl="fast", max_iterations=300).elite(ctx)
     assert [(e.score, e.iteration) for e in plain] == [(e.score, e.iteration)
                                                             for e in fast]
-    assert [ctx.to_plan(list(e.placed)) for e in plain] == [ctx.to_plan(list(e.placed))
+    assert [e.placement.to_plan(ctx) for e in plain] == [e.placement.to_plan(ctx)
                                                             for e in fast]
     assert len(plain) == 10
 
@@ -173,20 +171,20 @@ def test_local_search_and_relinking_never_worsen_their_start(snap, seed):
     elite = make_policy("andreas", seed=seed, max_iterations=40).elite(ctx)
     search = LocalSearch(ctx)
     for e in elite[:3]:
-        plan, cost = search.improve(list(e.placed))
+        plan, cost = search.improve(e.placement)
         assert cost <= e.score + 1e-12
         assert cost == pytest.approx(lookahead(ctx, plan))
-        free = [c for c in ctx.node_cap]
-        for entry in plan:
-            if entry is not None:
-                free[entry[0]] -= entry[1].gpus
+        free = list(ctx.node_cap)
+        for n, c, j in zip(plan.node, plan.cand, range(len(plan))):
+            if n >= 0:
+                free[n] -= ctx.packed.cg[j, c]
         assert min(free) >= 0  # the moves never over-subscribe a node
     if len(elite) > 1:
-        plan, cost = search.relink(list(elite[1].placed), list(elite[0].placed))
-        assert cost <= lookahead(ctx, list(elite[1].placed)) + 1e-12
+        plan, cost = search.relink(elite[1].placement, elite[0].placement)
+        assert cost <= lookahead(ctx, elite[1].placement) + 1e-12
     from andreas.policies.greedy import spends_needed_slack
     first, first_cost = make_policy("greedy").deterministic_pass(ctx)
-    admissible = [e.score for e in elite if not spends_needed_slack(ctx, first, list(e.placed),
+    admissible = [e.score for e in elite if not spends_needed_slack(ctx, first, e.placement,
                                                                     0.5)]
     for name in ("andreas-ls", "andreas-pr"):
         # unguarded: never worse than the best elite plan
@@ -234,11 +232,10 @@ def test_slack_guard_by_hand(due, other_gpus, spends):
     sc = scenario(cluster([("n1", "G", 2)], {"G": [100, 150]}),
                   {"p": {("G", 1): 10.0, ("G", 2): 6.0}}, [job("a", due=due)])
     ctx = PlanningContext(snapshot(sc))
-    by_gpus = {c.gpus: c for c in ctx.cands[0]}
-    base = [(0, by_gpus[2])]
-    other = [None if other_gpus is None else (0, by_gpus[other_gpus])]
+    base = placement(ctx, {0: (0, 2)})
+    other = placement(ctx, {} if other_gpus is None else {0: (0, other_gpus)})
     assert spends_needed_slack(ctx, base, other, 0.5) is spends
-    assert spends_needed_slack(ctx, [None], other, 0.5) is False  # waiting in the pass: free
+    assert spends_needed_slack(ctx, placement(ctx, {}), other, 0.5) is False  # waiting: free
 
 
 def test_slack_guard_keeps_andreas_from_spending_slack_later_arrivals_need():
@@ -273,16 +270,16 @@ def test_a_pass_picks_the_configuration_that_adds_least_energy_to_its_node():
     for free, config_energy, gpus in (([4], "marginal", 2), ([3], "marginal", 1),
                                       ([3], "alone", 2), ([4], "alone", 2)):
         result = greedy_pass(ctx, [0], free=free, config_energy=config_energy)
-        assert (result.node[0], result.placed(ctx)[0][1].gpus) == (0, gpus), free
+        assert (result.node[0], result.placement.gpus(ctx)[0]) == (0, gpus), free
         assert result.free[0] == free[0] - gpus
     # a job that cannot meet its due date still takes the fastest configuration
     late = scenario(sc.cluster, {"p": {("G", 1): 10.0, ("G", 2): 7.0}},
                     [job("a", epochs=100.0, due=500.0)])
     ctx = PlanningContext(snapshot(late))
-    assert greedy_pass(ctx, [0], free=[3], config_energy="marginal").placed(ctx)[0][1].gpus == 2
+    assert greedy_pass(ctx, [0], free=[3], config_energy="marginal").placement.gpus(ctx)[0] == 2
     # no room: the job waits, the node keeps its GPUs
     result = greedy_pass(ctx, [0], free=[0], config_energy="marginal")
-    assert (result.node[0], result.placed(ctx)[0], result.free[0]) == (-1, None, 0)
+    assert (result.node[0], result.placement.runs(0), result.free[0]) == (-1, False, 0)
 
 
 def test_filled_price_counts_the_jobs_still_to_place_that_could_join_the_node():
@@ -299,8 +296,8 @@ def test_filled_price_counts_the_jobs_still_to_place_that_could_join_the_node():
     # never more busy GPUs than the node holds: with 3 to come, 2 GPUs are priced on 2 busy
     assert added_energy(ctx, 0, 4, 2, 700.0, 3) == pytest.approx(238_000)
     for name, gpus in (("marginal", [2, 1, 1]), ("filled", [1, 1, 1])):
-        placed = greedy_pass(ctx, [0, 1, 2], config_energy=name).placed(ctx)
-        assert [e[1].gpus for e in placed] == gpus, name
+        placed = greedy_pass(ctx, [0, 1, 2], config_energy=name).placement
+        assert placed.gpus(ctx).tolist() == gpus, name
         # the whole decision (compiled passes and post-processing): marginal runs a on 2 GPUs,
         # 1040 W x 700 s + 700 W x 300 s = 938 kJ; filled all three on one, 870 W x 1000 s
         plan = make_policy("greedy", config_energy=name).decide(snapshot(sc))
@@ -311,8 +308,8 @@ def test_filled_price_counts_the_jobs_still_to_place_that_could_join_the_node():
     two = scenario(cluster([("n1", "G", 4), ("n2", "G", 4)], power), profile,
                    [job(k, epochs=100.0) for k in "abcd"])
     ctx = PlanningContext(snapshot(two))
-    assert greedy_pass(ctx, [0, 1, 2, 3], config_energy="filled").placed(ctx)[0][1].gpus == 1
-    assert greedy_pass(ctx, [0], config_energy="filled").placed(ctx)[0][1].gpus == 2
+    assert greedy_pass(ctx, [0, 1, 2, 3], config_energy="filled").placement.gpus(ctx)[0] == 1
+    assert greedy_pass(ctx, [0], config_energy="filled").placement.gpus(ctx)[0] == 2
 
 def test_local_search_repacks_a_node_with_its_jobs_on_their_fewest_gpus():
     # The TESLA table again (530/700/870/1040 W), 100 epochs each: 1000 s on 1 GPU, 700 s on 2.
@@ -323,13 +320,13 @@ def test_local_search_repacks_a_node_with_its_jobs_on_their_fewest_gpus():
                   {"p": {("G", 1): 10.0, ("G", 2): 7.0}},
                   [job("a", epochs=100.0), job("b", epochs=100.0)])
     ctx = PlanningContext(snapshot(sc))
-    two = [(0, next(c for c in ctx.cands[j] if c.gpus == 2)) for j in range(2)]
+    two = placement(ctx, {0: (0, 2), 1: (0, 2)})
     search = LocalSearch(ctx)
     assert search.cost(two) == pytest.approx(728_000 * E)
-    one_resized = [two[0], (0, next(c for c in ctx.cands[1] if c.gpus == 1))]
+    one_resized = placement(ctx, {0: (0, 2), 1: (0, 1)})
     assert search.cost(one_resized) == pytest.approx(768_000 * E)
     plan, cost = search.improve(two)
-    assert [e[1].gpus for e in plan] == [1, 1] and cost == pytest.approx(700_000 * E)
+    assert plan.gpus(ctx).tolist() == [1, 1] and cost == pytest.approx(700_000 * E)
 
 
 def test_repacking_a_node_takes_a_job_off_a_slow_node():
@@ -344,22 +341,19 @@ def test_repacking_a_node_takes_a_job_off_a_slow_node():
                   [job(x, epochs=100.0) for x in "abcd"])
     ctx = PlanningContext(snapshot(sc))
 
-    def on(j, node, gpus):
-        return (node, next(c for c in ctx.cands[j] if c.gpu_type == ctx.node_type[node]
-                           and c.gpus == gpus))
-
-    placed = [on(0, 0, 2), on(1, 0, 1), on(2, 0, 1), on(3, 1, 1)]
+    places = {0: (0, 2), 1: (0, 1), 2: (0, 1), 3: (1, 1)}
+    placed = placement(ctx, places)
     search = LocalSearch(ctx)
     assert search.cost(placed) == pytest.approx(1_938_000 * E)
     repacked, changed = repack(ctx, placed, 0)
-    assert [(e[0], e[1].gpus) for e in repacked] == [(0, 1)] * 4
+    assert list(zip(repacked.node.tolist(), repacked.gpus(ctx).tolist())) == [(0, 1)] * 4
     assert changed == [0, 3]  # a drops to 1 GPU, d joins from the slow node
     assert search.cost(repacked) == pytest.approx(1_040_000 * E)
     assert search.improve(placed)[1] == pytest.approx(1_040_000 * E)
     # a plan that leaves a job waiting is not resized or repacked: under a queue GPU time is
     # worth more than the energy those moves save (d, last in pressure order, takes no
     # running job's place either, so that plan has no neighbour at all)
-    queued = placed[:3] + [None]
+    queued = placement(ctx, {j: places[j] for j in range(3)})
     assert list(search.neighbours(placed)) and not list(search.neighbours(queued))
     # nor at a high offered load (ImprovedGreedy.decide turns them off)
     assert not list(LocalSearch(ctx, resizing=False).neighbours(placed))
@@ -394,62 +388,52 @@ def test_andreas_resizes_its_chosen_plan_on_a_quiet_cluster():
 
 
 @settings(max_examples=30, deadline=None)
-@given(busy_snapshots(), st.integers(1, 9), st.sampled_from([None, 0.5]),
-       st.sampled_from(["lookahead", "proxy"]))
-def test_the_resize_judge_answers_as_the_whole_plan_would(snap, seed, guard, score):
-    # the resize step tests and scores a neighbour from the jobs its move changed alone: along
-    # whole climbs (from every elite plan, admissible or not), each answer must be the one the
-    # whole plan gets, the score to the last bit
-    from andreas.policies.greedy import ResizeJudge, spends_needed_slack
+@given(busy_snapshots(), st.integers(1, 9))
+def test_resize_moves_change_only_the_jobs_they_name_and_never_oversubscribe(snap, seed):
+    # along whole climbs from every elite plan: each neighbour differs from where the climb
+    # stands in exactly the jobs the move reports, runs every job (resizing leaves no job
+    # waiting), and fits every node; the climb's cost is the plan's score
     from andreas.policies.resizing import climb, resized
-    from andreas.policies.scoring import SCORES
+    from andreas.policies.scoring import lookahead
 
     ctx = PlanningContext(snap)
     found = make_policy("andreas", seed=seed, max_iterations=40).search(ctx)
-    first = list(found.first.placed)
-    judge = ResizeJudge(ctx, score, first, guard)
+    at = []
 
-    class Both:
-        at: list = []
-
-        def moved(self, placed):
-            self.at = placed
-            judge.moved(placed)
-
-        def admits(self, plan, changed):
-            assert changed == [j for j, (a, b) in enumerate(zip(plan, self.at)) if a != b]
-            answer = judge.admits(plan, changed)
-            assert answer == (guard is None or not spends_needed_slack(ctx, first, plan, guard))
-            return answer
-
-        def score(self, plan, changed):
-            cost = judge.score(plan, changed)
-            assert cost == SCORES[score](ctx, plan)
-            return cost
+    def moves(plan):
+        at.append(plan)
+        for neighbour, changed in resized(ctx, plan):
+            assert changed == plan.changed(neighbour) and changed
+            assert (neighbour.node >= 0).all() and (neighbour.free(ctx) >= 0).all()
+            yield neighbour, changed
 
     for e in found.elite:
         looked = iter(range(60))
-        climb(list(e.placed), e.score, lambda plan: resized(ctx, plan), Both(),
-              lambda looked=looked: next(looked, None) is not None)
+        plan, cost = climb(e.placement, e.score, moves, lambda plan, changed: True,
+                           lambda plan: lookahead(ctx, plan),
+                           lambda looked=looked: next(looked, None) is not None)
+        assert cost <= e.score
+        if plan is not e.placement:
+            assert cost == lookahead(ctx, plan)
 
 
 @settings(max_examples=25, deadline=None)
 @given(busy_snapshots())
 def test_resize_neighbours_are_the_rows_other_gpu_counts_that_fit(snap):
-    # `resizes` filters a job's candidates on plain lists and makes a Candidate only of a
-    # match (a trace replay made millions it never used): the same neighbours, in the same
-    # order, as filtering the job's whole row of Candidates
+    # every other GPU count of the job's own GPU type that fits its node, in its row's order,
+    # with the job on the same node and every other job where it was
     from andreas.policies.resizing import resizes
     ctx = PlanningContext(snap)
+    k = ctx.packed
     placed, _ = make_policy("greedy").deterministic_pass(ctx)
-    free = ctx.free_after(placed)
-    for j, entry in enumerate(placed):
-        if entry is None:
+    free = placed.free(ctx)
+    for j in range(len(placed)):
+        if not placed.runs(j):
             continue
-        node, cur = entry
-        expected = [ctx.as_placed(j, node, c) for c in ctx.cands[j]
-                    if c.gpu_type == cur.gpu_type and c.gpus != cur.gpus
-                    and c.gpus <= free[node] + cur.gpus]
-        got = [plan[j][1] for plan, changed in resizes(ctx, placed, j, free)]
-        assert got == expected
-        assert all(type(c.gpus) is int and type(c.time_s) is float for c in got)
+        node, cur = placed.node[j], placed.cand[j]
+        expected = [c for c in range(k.nc[j]) if k.ct[j, c] == k.ct[j, cur]
+                    and k.cg[j, c] != k.cg[j, cur] and k.cg[j, c] <= free[node] + k.cg[j, cur]]
+        got = list(resizes(ctx, placed, j, free))
+        assert [plan.cand[j] for plan, _ in got] == expected
+        for plan, changed in got:
+            assert changed == [j] and plan.node[j] == node and placed.changed(plan) == [j]

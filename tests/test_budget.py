@@ -24,7 +24,7 @@ def _snap(jobs=40, nodes=8):
 
 
 def _plans(elite, ctx):
-    return [(e.score, e.iteration, ctx.to_plan(list(e.placed))) for e in elite]
+    return [(e.score, e.iteration, e.placement.to_plan(ctx)) for e in elite]
 
 
 def test_passes_run_in_slices_give_the_plans_of_one_run():
@@ -47,7 +47,7 @@ def test_a_spent_budget_still_completes_the_deterministic_pass():
     # and the first slice only: the deterministic pass and 4 randomised ones
     assert max(e.iteration for e in elite) <= 4
     greedy = make_policy("greedy").deterministic_pass(ctx)[0]
-    assert ctx.to_plan(greedy) in [ctx.to_plan(list(e.placed)) for e in elite]
+    assert greedy.to_plan(ctx) in [e.placement.to_plan(ctx) for e in elite]
     # a whole decision with a budget of 1 microsecond: a valid plan, never worse than greedy's
     # plan by the policy's own score
     plan = make_policy("andreas", seed=9, decision_budget_ms=0.001).decide(snap)

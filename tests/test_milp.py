@@ -10,29 +10,30 @@ from hypothesis import strategies as st
 from andreas.optim.highs import solve
 from andreas.optim.milp_policy import build_milp, decision_cost, plan_from_solution
 from andreas.policies import make_policy
+from andreas.policies.placement import Placement
 from andreas.policies.planning import PlanningContext
 from andreas.sim.engine import simulate
 
 
 def brute_force(ctx):
+    k = ctx.packed
     options = []
-    for _j, cands in enumerate(ctx.cands):
+    for j in range(len(ctx.job_ids)):  # every (node, candidate column) that fits, or waiting
         opts = [None]
-        for cand in cands:
-            for n in ctx.nodes_of_type[cand.gpu_type]:
-                if ctx.node_cap[n] >= cand.gpus:
-                    opts.append((n, cand))
+        for c in range(k.nc[j]):
+            for n in ctx.nodes_of_type[k.ct[j, c]]:
+                if ctx.node_cap[n] >= k.cg[j, c]:
+                    opts.append((n, c))
         options.append(opts)
     best = float("inf")
+    waiting = Placement.waiting(len(ctx.job_ids))
     for combo in itertools.product(*options):
         used = [0] * len(ctx.node_cap)
-        for e in combo:
+        for j, e in enumerate(combo):
             if e is not None:
-                used[e[0]] += e[1].gpus
+                used[e[0]] += k.cg[j, e[1]]
         if all(u <= c for u, c in zip(used, ctx.node_cap)):
-            best = min(best, decision_cost(ctx, [(n, ctx.as_placed(j, n, c)) if e else None
-                                                 for j, e in enumerate(combo)
-                                                 for n, c in [e or (0, None)]]))
+            best = min(best, decision_cost(ctx, waiting.moved_to(ctx, dict(enumerate(combo)))))
     return best
 
 
@@ -76,10 +77,10 @@ def test_milp_never_worse_than_andreas_per_decision():
             nonlocal checked
             ctx = PlanningContext(snap)
             placed, cost, _ = milp.optimise(ctx)
-            mine = decision_cost(ctx, list(andreas.elite(ctx)[0].placed))
+            mine = decision_cost(ctx, andreas.elite(ctx)[0].placement)
             assert cost <= mine + 1e-9
             checked += 1
-            return ctx.to_plan(placed)
+            return placed.to_plan(ctx)
 
     result = simulate(sc, Both())
     assert checked == result.summary["rescheduling_points"] > 5

@@ -104,7 +104,7 @@ def test_randomized_greedy_never_worse_than_greedy_on_its_score(snap, seed, scor
     # compares against) is the greedy pass run alone
     first = make_policy("andreas", seed=seed, max_iterations=50, score=score).search(ctx).first
     alone, alone_score = make_policy("greedy", score=score).deterministic_pass(ctx)
-    assert (list(first.placed), first.score, first.iteration) == (alone, alone_score, 0)
+    assert (first.placement, first.score, first.iteration) == (alone, alone_score, 0)
     costs = [e.score for e in andreas_elite]
     assert costs == sorted(costs) and len(andreas_elite) <= 10
     # The plan it returns is the best of its elite, unless that plan spends slack the greedy
@@ -116,12 +116,12 @@ def test_randomized_greedy_never_worse_than_greedy_on_its_score(snap, seed, scor
     plan = make_policy("andreas", seed=seed, max_iterations=50, score=score,
                        hold_share=None, resize_max_load=0.0, search_check=False).decide(snap)
     guarded = best.iteration != 0 and spends_needed_slack(
-        ctx, list(greedy_best.placed), list(best.placed), 0.5)
-    assert plan == ctx.to_plan(list((greedy_best if guarded else best).placed))
+        ctx, greedy_best.placement, best.placement, 0.5)
+    assert plan == (greedy_best if guarded else best).placement.to_plan(ctx)
     unguarded = make_policy("andreas", seed=seed, max_iterations=50, score=score,
                             slack_guard=None, hold_share=None, resize_max_load=0.0,
                             search_check=False).decide(snap)
-    assert unguarded == ctx.to_plan(list(best.placed))
+    assert unguarded == best.placement.to_plan(ctx)
 
 
 def test_greedy_and_andreas_share_one_implementation():
@@ -141,7 +141,7 @@ def test_pass_budget_bounds_the_passes_of_a_decision(snap, per_job):
                            pass_budget=per_job * n).elite(ctx)
     assert all(e.iteration < per_job for e in budgeted)
     limited = make_policy("andreas", seed=3, max_iterations=per_job).elite(ctx)
-    assert [e.placed for e in budgeted] == [e.placed for e in limited]
+    assert [e.placement for e in budgeted] == [e.placement for e in limited]
 
 
 def test_baselines_leave_waiting_a_job_no_node_can_host():

@@ -24,42 +24,46 @@ from ..errors import AndreasError
 from ..policies.base import Plan, Snapshot, register
 from ..policies.greedy import GreedyParams, RandomizedGreedy
 from ..policies.options import OptionSpec
-from ..policies.planning import Candidate, PlanningContext
+from ..policies.placement import Placement
+from ..policies.planning import PlanningContext
 
 WAIT_ENERGY_MARGIN = 1.01
 # and a micro-euro: running wins when running adds nothing (a node at idle draw)
 WAIT_TIE_EUR = 1e-6
 
-Placed = list[tuple[int, Candidate] | None]
-
 
 def waiting_cost(ctx: PlanningContext, j: int) -> float:
     # a job with no candidate (non-preemptible jobs hold the GPUs it needs) can only wait
-    cheapest = min((c.energy_eur for c in ctx.cands[j]), default=0.0)
+    k = ctx.packed
+    cheapest = float(k.cen[j, :k.nc[j]].min()) if k.nc[j] else 0.0
     # At a negative price a job earns by running: waiting must not be credited with a run it
     # has not made (it would beat running now on a shared node, and leave the cluster idle).
     return WAIT_ENERGY_MARGIN * max(cheapest, 0.0) + WAIT_TIE_EUR + ctx.wait_penalty[j]
 
 
-def run_cost(ctx: PlanningContext, j: int, cand: Candidate, busy: int, node: int) -> float:
-    """Energy at the job's share of its node's draw with `busy` GPUs busy, plus tardiness.
+def run_cost(ctx: PlanningContext, j: int, gpus: int, time_s: float, busy: int,
+             node: int) -> float:
+    """Energy of job j's run of `time_s` on `gpus` GPUs at its share of its node's draw with
+    `busy` GPUs busy, plus tardiness.
     With a price series the energy is priced over the run itself, as `waiting_cost` prices
     the cheapest run (the horizon's mean price made a run inside a negative-price hour look
     dearer than waiting, and left the cluster idle)."""
     watts = ctx.power[ctx.node_type[node]][busy - 1]
     price = (ctx.eur_per_joule if ctx.cluster.tariff is None
-             else ctx.cluster.eur_per_joule(ctx.now, ctx.now + cand.time_s))
-    energy = cand.gpus * watts / busy * cand.time_s * price
-    late = ctx.now + cand.time_s - ctx.due[j]
+             else ctx.cluster.eur_per_joule(ctx.now, ctx.now + time_s))
+    energy = gpus * watts / busy * time_s * price
+    late = ctx.now + time_s - ctx.due[j]
     return energy + (ctx.weight[j] * late if late > 0 else 0.0)
 
 
-def decision_cost(ctx: PlanningContext, placed: Placed) -> float:
+def decision_cost(ctx: PlanningContext, placed: Placement) -> float:
     """The MILP's objective for any plan, so plans of other policies can be compared to it."""
-    busy = ctx.busy_after(placed)
+    busy = placed.busy(ctx).tolist()
+    gpus, times = placed.gpus(ctx).tolist(), placed.times(ctx).tolist()
     total = 0.0
-    for j, e in enumerate(placed):
-        total += waiting_cost(ctx, j) if e is None else run_cost(ctx, j, e[1], busy[e[0]], e[0])
+    for j, n in enumerate(placed.node.tolist()):
+        total += (waiting_cost(ctx, j) if n < 0
+                  else run_cost(ctx, j, gpus[j], times[j], busy[n], n))
     return total
 
 
@@ -83,22 +87,27 @@ def build_milp(ctx: PlanningContext) -> DecisionMilp:
     for n, cap in enumerate(ctx.node_cap):
         for b in range(1, cap + 1):
             y[(n, b)] = m.var(0.0)
-    for j, cands in enumerate(ctx.cands):
-        for c, cand in enumerate(cands):
-            for n in ctx.nodes_of_type[cand.gpu_type]:
-                if ctx.node_cap[n] < cand.gpus:
+    k = ctx.packed
+    jobs = len(ctx.job_ids)
+    for j in range(jobs):
+        for c in range(int(k.nc[j])):
+            gpus = int(k.cg[j, c])
+            for n in ctx.nodes_of_type[int(k.ct[j, c])]:
+                if ctx.node_cap[n] < gpus:
                     continue
-                placed = ctx.as_placed(j, n, cand)
+                # a move to another node may pay a restart (the table's moved time)
+                time_s = float(k.mtime[j, c] if k.cmov[j, c] and n != k.home[j]
+                               else k.ctime[j, c])
                 x[(j, c, n)] = m.var(0.0)
-                for b in range(cand.gpus, ctx.node_cap[n] + 1):
-                    z[(j, c, n, b)] = m.var(run_cost(ctx, j, placed, b, n))
+                for b in range(gpus, ctx.node_cap[n] + 1):
+                    z[(j, c, n, b)] = m.var(run_cost(ctx, j, gpus, time_s, b, n))
         wait.append(m.var(waiting_cost(ctx, j)))
-    for j in range(len(ctx.cands)):  # each job runs somewhere or waits
+    for j in range(jobs):  # each job runs somewhere or waits
         cols = [col for (jj, _, _), col in x.items() if jj == j] + [wait[j]]
         m.row(1.0, 1.0, cols, [1.0] * len(cols))
     by_node: dict[int, list[tuple[int, float]]] = {}
     for (j, c, n), col in x.items():
-        by_node.setdefault(n, []).append((col, float(ctx.cands[j][c].gpus)))
+        by_node.setdefault(n, []).append((col, float(k.cg[j, c])))
     for n, cap in enumerate(ctx.node_cap):
         levels = [(y[(n, b)], float(b)) for b in range(1, cap + 1)]
         items = by_node.get(n, [])
@@ -111,30 +120,27 @@ def build_milp(ctx: PlanningContext) -> DecisionMilp:
     return DecisionMilp(m, x, wait, y, z)
 
 
-def solution_from_plan(d: DecisionMilp, ctx: PlanningContext, placed: Placed) -> list[float]:
+def solution_from_plan(d: DecisionMilp, ctx: PlanningContext,
+                       placed: Placement) -> list[float]:
+    """The MILP's variables for a plan (its warm start)."""
     values = [0.0] * len(d.model.cost)
-    busy = ctx.busy_after(placed)
+    busy = placed.busy(ctx).tolist()
     for n, b in enumerate(busy):
         if b:
             values[d.y[(n, b)]] = 1.0
-    for j, e in enumerate(placed):
-        if e is None:
+    for j, (n, c) in enumerate(zip(placed.node.tolist(), placed.cand.tolist())):
+        if n < 0:
             values[d.wait[j]] = 1.0
             continue
-        n, cand = e
-        c = next(i for i, k in enumerate(ctx.cands[j])
-                 if k.gpu_type == cand.gpu_type and k.gpus == cand.gpus)
         values[d.x[(j, c, n)]] = 1.0
         values[d.z[(j, c, n, busy[n])]] = 1.0
     return values
 
 
-def plan_from_solution(d: DecisionMilp, ctx: PlanningContext, values) -> Placed:
-    placed: Placed = [None] * len(ctx.cands)
-    for (j, c, n), col in d.x.items():
-        if values[col] > 0.5:
-            placed[j] = (n, ctx.as_placed(j, n, ctx.cands[j][c]))
-    return placed
+def plan_from_solution(d: DecisionMilp, ctx: PlanningContext, values) -> Placement:
+    """The plan a solution's x variables make."""
+    return Placement.waiting(len(ctx.job_ids)).moved_to(
+        ctx, {j: (n, c) for (j, c, n), col in d.x.items() if values[col] > 0.5})
 
 
 @dataclass
@@ -149,10 +155,10 @@ class MilpPolicy:
         if not self.time_limit > 0:
             raise AndreasError(f"milp_time_limit must be > 0 seconds, got {self.time_limit}")
 
-    def optimise(self, ctx: PlanningContext) -> tuple[Placed, float, float]:
+    def optimise(self, ctx: PlanningContext) -> tuple[Placement, float, float]:
         """(plan, its decision cost, relative gap) for one decision."""
-        start = list(RandomizedGreedy("andreas", GreedyParams(seed=self.seed)).elite(ctx)[0]
-                     .placed)
+        start = RandomizedGreedy("andreas", GreedyParams(seed=self.seed)).elite(ctx)[0] \
+            .placement
         from .highs import solve
 
         d = build_milp(ctx)
@@ -173,7 +179,7 @@ class MilpPolicy:
         if not snapshot.jobs:
             return {}
         ctx = PlanningContext(snapshot)
-        return ctx.to_plan(self.optimise(ctx)[0])
+        return self.optimise(ctx)[0].to_plan(ctx)
 
 
 MILP_OPTIONS = {"milp_time_limit": OptionSpec("milp_time_limit", "float", 5.0,

@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,11 +36,11 @@ from .forward_check import keeps_cost
 from .options import dataclass_options, option
 from .orderings import ORDERINGS
 from .pipeline import DEFAULT_STEPS, resolve, run_pipeline
-from .planning import Candidate, PlanningContext
+from .placement import Placement
+from .planning import PlanningContext
 from .resizing import climb, evaluation_budget, resized
-from .scoring import SCORES, NeighbourScores
+from .scoring import SCORES, score
 
-Placed = list[tuple[int, Candidate] | None]
 CONFIG_ENERGIES = ("marginal", "filled", "alone")  # GreedyParams.config_energy
 
 
@@ -168,7 +167,7 @@ class GreedyParams:
 class ScoredPlan:
     score: float  # by the policy's scoring (look-ahead or proxy)
     iteration: int
-    placed: tuple
+    placement: Placement
 
 
 @dataclass(frozen=True)
@@ -195,39 +194,52 @@ class RandomizedGreedy:
         ctx = PlanningContext(snapshot, p.plan_restart_s)
         found = self.search(ctx, size=1, deadline=deadline)
         best = found.elite[0]
-        first, first_score = list(found.first.placed), found.first.score
+        first = found.first
         if best.iteration != 0 and (p.slack_guard is not None or p.search_check):
-            if p.slack_guard is not None and spends_needed_slack(ctx, first, list(best.placed),
-                                                                 p.slack_guard):
-                best = ScoredPlan(first_score, 0, tuple(first))
+            if p.slack_guard is not None and spends_needed_slack(ctx, first.placement,
+                                                                 best.placement, p.slack_guard):
+                best = first
             elif (p.search_check and not p.pass_budget and not deadline.passed()
-                  and (leaves_late(ctx, first) or leaves_late(ctx, list(best.placed)))
-                  and not keeps_cost(snapshot, ctx.to_plan(first),
-                                     ctx.to_plan(list(best.placed)), self.arrivals, p.seed,
+                  and (leaves_late(ctx, first.placement) or leaves_late(ctx, best.placement))
+                  and not keeps_cost(snapshot, first.placement.to_plan(ctx),
+                                     best.placement.to_plan(ctx), self.arrivals, p.seed,
                                      deadline)):
-                best = ScoredPlan(first_score, 0, tuple(first))
-        placed = list(best.placed)
+                best = first
+        placed = best.placement
         if self.arrivals.offered_load(snapshot) < self.params.resize_max_load:
-            placed = self.resize(ctx, placed, best.score, first, deadline)
-        return refine(snapshot, ctx.to_plan(placed), self.params, self.arrivals, deadline,
+            placed = self.resize(ctx, placed, best.score, first.placement, deadline)
+        return refine(snapshot, placed.to_plan(ctx), self.params, self.arrivals, deadline,
                       late=leaves_late(ctx, placed))
 
-    def resize(self, ctx: PlanningContext, placed: Placed, cost: float,
-               first: Placed, deadline: Deadline = NO_DEADLINE) -> Placed:
+    def resize(self, ctx: PlanningContext, placed: Placement, cost: float,
+               first: Placement, deadline: Deadline = NO_DEADLINE) -> Placement:
         """`placed` improved by resize moves (resizing.py) under the policy's score, among
         the plans the slack guard admits against the deterministic pass `first`."""
         budget = evaluation_budget(len(placed), self.params.pass_budget)
-        judge = ResizeJudge(ctx, self.params.score, first, self.params.slack_guard)
-        return climb(placed, cost, lambda plan: resized(ctx, plan), judge,
-                     lambda: judge.evaluations < budget and not deadline.passed())[0]
+        guard, looked = self.params.slack_guard, [0]
+        # decide starts the climb from a plan the guard admits, and the climb moves only to
+        # admitted plans: a neighbour spends slack only in the jobs its move changed
+        whole = guard is not None and spends_needed_slack(ctx, first, placed, guard)
 
-    def deterministic_pass(self, ctx: PlanningContext) -> tuple[Placed, float]:
+        def admits(plan: Placement, changed: list[int]) -> bool:
+            looked[0] += 1
+            if guard is None:
+                return True
+            if whole:
+                return not spends_needed_slack(ctx, first, plan, guard)
+            return not any(slack_spent(ctx, j, first, plan, guard) for j in changed)
+
+        return climb(placed, cost, lambda plan: resized(ctx, plan), admits,
+                     lambda plan: score(ctx, self.params.score, plan),
+                     lambda: looked[0] < budget and not deadline.passed())[0]
+
+    def deterministic_pass(self, ctx: PlanningContext) -> tuple[Placement, float]:
         """Iteration 0's plan (the `greedy` policy's) and its score."""
         p = self.params
         result = passes.greedy_pass(ctx, ordered(ctx, p.order), config_energy=p.config_energy,
                                     impl=p.impl)
-        score = passes.post_process(ctx, result, p.score, p.impl)
-        return result.placed(ctx), score
+        cost = passes.post_process(ctx, result, p.score, p.impl)
+        return result.placement, cost
 
     def elite(self, ctx: PlanningContext, size: int | None = None,
               deadline: Deadline = NO_DEADLINE) -> list[ScoredPlan]:
@@ -268,8 +280,7 @@ class RandomizedGreedy:
 
         def scored(it: int) -> ScoredPlan:
             return ScoredPlan(float(scores[it]), it,
-                              tuple(passes.to_placed(ctx, post_node[it], post_cand[it],
-                                                     post_moved[it])))
+                              Placement(post_node[it], post_cand[it], post_moved[it]))
 
         elite = [scored(it) for it in unique[:size]]
         return Search(elite, elite[0] if elite[0].iteration == 0 else scored(0))
@@ -330,76 +341,38 @@ def ordered(ctx: PlanningContext, order: str) -> list[int]:
     return ctx.ordered(order)
 
 
-def spends_needed_slack(ctx: PlanningContext, base: Placed, other: Placed,
+def spends_needed_slack(ctx: PlanningContext, base: Placement, other: Placement,
                         guard: float) -> bool:
     """Whether `other` leaves waiting any job that `base` runs, ends a job that is late under
     `base` later still, or ends an on-time job later than `base` with less slack than min(its
     slack under `base`, guard x its run time there). Completions are the planned run times
     from now. The deterministic pass keeps its plan unless a randomised one takes from no job
     what that pass gives it: the look-ahead cannot see the arrivals that would need it."""
-    return any(slack_spent(ctx, j, b, o, guard) for j, (b, o) in enumerate(zip(base, other)))
+    # only a job that base runs and other leaves waiting or ends later can spend slack
+    maybe = (base.node >= 0) & ((other.node < 0) | (other.times(ctx) > base.times(ctx)))
+    return any(slack_spent(ctx, j, base, other, guard) for j in np.flatnonzero(maybe).tolist())
 
 
-def slack_spent(ctx: PlanningContext, j: int, b: tuple[int, Candidate] | None,
-                o: tuple[int, Candidate] | None, guard: float) -> bool:
-    """spends_needed_slack's rule for job j, placed `b` in the base plan and `o` in the
-    other."""
-    if b is None:
+def slack_spent(ctx: PlanningContext, j: int, base: Placement, other: Placement,
+                guard: float) -> bool:
+    """spends_needed_slack's rule for job j."""
+    if base.node[j] < 0:
         return False
-    if o is None:
+    if other.node[j] < 0:
         return True
-    end_b = ctx.now + b[1].time_s
-    end_o = ctx.now + o[1].time_s
+    time_b = base.time_of(ctx, j)
+    end_b, end_o = ctx.now + time_b, ctx.now + other.time_of(ctx, j)
     if end_o <= end_b:
         return False
-    slack_b = ctx.due[j] - end_b
-    return slack_b < 0 or ctx.due[j] - end_o < min(slack_b, guard * b[1].time_s)
+    due = ctx.due[j]
+    slack_b = due - end_b
+    return slack_b < 0 or due - end_o < min(slack_b, guard * time_b)
 
 
-class ResizeJudge:
-    """The resize step's judge (resizing.Judge): a neighbour is admitted when the slack guard
-    admits it against the deterministic pass `first` and scored by the policy's score, both
-    from the jobs the move changed alone (NeighbourScores): the same answers as testing and
-    scoring the whole plan. `evaluations` counts the neighbours looked at."""
-
-    def __init__(self, ctx: PlanningContext, score: str, first: Placed,
-                 guard: float | None) -> None:
-        self.ctx, self.first, self.guard = ctx, first, guard
-        self.scores = NeighbourScores(ctx, score)
-        self.evaluations = 0
-        self.spent: set[int] = set()  # jobs of the current plan the guard objects to
-        self.last: tuple[Placed | None, list[int]] = (None, [])  # the last plan admitted
-
-    def moved(self, placed: Placed) -> None:
-        plan, changed = self.last
-        if self.guard is not None:
-            if plan is placed:
-                self.spent = self.spent.difference(changed).union(self._spent(placed, changed))
-            else:
-                self.spent = set(self._spent(placed, range(len(placed))))
-        self.scores.rebase(placed)
-
-    def _spent(self, plan: Placed, jobs: Iterable[int]) -> list[int]:
-        assert self.guard is not None
-        return [j for j in jobs if slack_spent(self.ctx, j, self.first[j], plan[j], self.guard)]
-
-    def admits(self, plan: Placed, changed: list[int]) -> bool:
-        self.evaluations += 1
-        if self.guard is not None and (self.spent.difference(changed)
-                                       or self._spent(plan, changed)):
-            return False
-        self.last = (plan, changed)
-        return True
-
-    def score(self, plan: Placed, changed: list[int]) -> float:
-        return self.scores.score(plan, changed)
-
-
-def leaves_late(ctx: PlanningContext, placed: Placed) -> bool:
+def leaves_late(ctx: PlanningContext, placed: Placement) -> bool:
     """Whether some job ends after its due date under `placed` (a waiting job: even if it
     started now on its fastest configuration)."""
-    return any(ctx.now + (ctx.tmin[j] if e is None else e[1].time_s) > ctx.due[j]
-               for j, e in enumerate(placed))
+    return bool(placed.late(ctx).any())
 
 
 def refine(snapshot: Snapshot, plan: Plan, params: GreedyParams, arrivals: ArrivalLog,

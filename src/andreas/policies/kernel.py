@@ -53,7 +53,7 @@ def pack(ctx: PlanningContext) -> Packed:
     J = len(ctx.job_ids)
     home, home_g = ctx.home, ctx.home_g
     # Moving a running job to another node of its own configuration pays the restart overhead
-    # (the rule of PlanningContext.as_placed, for every candidate at once).
+    # (for every candidate at once; Placement.moved_to sets the flag of a placed job).
     cmov = table.real & move_pays_overhead(ctx.overhead, ctx.home_type[:, None], home_g[:, None],
                                            table.ct, table.cg)
     restart_left = ctx.restart_left.reshape(J, 1)

@@ -29,6 +29,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numpy as np
+
 from .base import Plan, Snapshot, register
 from .budget import NO_DEADLINE, Deadline
 from .company import ArrivalLog
@@ -40,19 +42,21 @@ from .greedy import (
     refine,
     spends_needed_slack,
 )
-from .planning import Candidate, PlanningContext
-from .resizing import Move, WholePlans, climb, resized
+from .placement import Placement
+from .planning import PlanningContext
+from .resizing import Move, climb, resized
 from .scoring import SCORES
 
-Placed = list[tuple[int, Candidate] | None]
 
-
-def _fit_on(ctx: PlanningContext, j: int, node: int, room: int) -> Candidate | None:
-    """Job j's most preferred candidate that runs on `node` within `room` free GPUs."""
-    for cand in ctx.cands[j]:
-        if cand.gpu_type == ctx.node_type[node] and cand.gpus <= room:
-            return ctx.as_placed(j, node, cand)
-    return None
+def fits_on(ctx: PlanningContext, j: int, node: int, room: int) -> int:
+    """Job j's most preferred candidate column of the node's GPU type within `room` GPUs;
+    -1 if none."""
+    kinds, gpus = ctx.rows[0][j], ctx.rows[1][j]
+    kind = ctx.node_type[node]
+    for c in range(len(kinds)):
+        if kinds[c] == kind and gpus[c] <= room:
+            return c
+    return -1
 
 
 @dataclass
@@ -61,7 +65,7 @@ class LocalSearch:
     score: str = "lookahead"
     max_evaluations: int = 3000
     # plans the search may return (the slack guard's test against the deterministic pass)
-    admissible: Callable[[Placed], bool] = field(default=lambda placed: True)
+    admissible: Callable[[Placement], bool] = field(default=lambda placed: True)
     resizing: bool = True  # neighbourhood 4 (ImprovedGreedy: offered load below the limit)
     deadline: Deadline = NO_DEADLINE  # the decision's time budget
     evaluations: int = field(default=0, init=False)
@@ -69,27 +73,29 @@ class LocalSearch:
     def budget_left(self) -> bool:
         return self.evaluations < self.max_evaluations and not self.deadline.passed()
 
-    def cost(self, placed: Placed) -> float:
+    def cost(self, placed: Placement) -> float:
         self.evaluations += 1
         return SCORES[self.score](self.ctx, placed)
 
-    def late(self, placed: Placed) -> list[int]:
+    def late(self, placed: Placement) -> list[int]:
+        """The placed jobs that end after their due dates."""
         ctx = self.ctx
-        return [j for j, e in enumerate(placed)
-                if e is not None and ctx.now + e[1].time_s > ctx.due[j]]
+        late = (placed.node >= 0) & (ctx.now + placed.times(ctx) > ctx.packed.due)
+        return np.flatnonzero(late).tolist()
 
-    def neighbours(self, placed: Placed) -> Iterator[Move]:
+    def neighbours(self, placed: Placement) -> Iterator[Move]:
         """Yield candidate plans (with the jobs each changed), most promising moves first."""
         ctx = self.ctx
         rank = ctx.pressure_rank
-        running = sorted((j for j, e in enumerate(placed) if e is not None),
-                         key=lambda j: -rank[j])  # lowest pressure first
-        waiting = sorted((j for j, e in enumerate(placed) if e is None), key=lambda j: rank[j])
+        runs = placed.node >= 0
+        # the running jobs with the lowest pressure first, the waiting with the highest
+        running = sorted(np.flatnonzero(runs).tolist(), key=lambda j: -rank[j])
+        waiting = sorted(np.flatnonzero(~runs).tolist(), key=lambda j: rank[j])
         late = sorted(self.late(placed), key=lambda j: rank[j])
-        expensive = sorted(running, key=lambda j: -placed[j][1].energy_eur)
+        expensive = sorted(running, key=lambda j: -placed.energy_of(ctx, j))
         for a in late:  # 1. late <-> expensive on another node
             for b in expensive:
-                if a != b and placed[a][0] != placed[b][0]:
+                if a != b and placed.node[a] != placed.node[b]:
                     plan = self.exchange(placed, a, b)
                     if plan is not None:
                         yield plan, [a, b]
@@ -102,63 +108,62 @@ class LocalSearch:
         if self.resizing:  # 4. another GPU count, or a node repacked
             yield from resized(ctx, placed)
 
-    def exchange(self, placed: Placed, a: int, b: int) -> Placed | None:
-        na, ca = placed[a]
-        nb, cb = placed[b]
-        free = self.ctx.free_after(placed)
-        new_a = _fit_on(self.ctx, a, nb, free[nb] + cb.gpus)
-        new_b = _fit_on(self.ctx, b, na, free[na] + ca.gpus)
-        if new_a is None or new_b is None:
+    def exchange(self, placed: Placement, a: int, b: int) -> Placement | None:
+        ctx = self.ctx
+        na, nb = int(placed.node[a]), int(placed.node[b])
+        free, gpus = placed.free(ctx), placed.gpus(ctx)
+        new_a = fits_on(ctx, a, nb, free[nb] + gpus[b])
+        new_b = fits_on(ctx, b, na, free[na] + gpus[a])
+        if new_a < 0 or new_b < 0:
             return None
-        plan = list(placed)
-        plan[a], plan[b] = (nb, new_a), (na, new_b)
-        return plan
+        return placed.moved_to(ctx, {a: (nb, new_a), b: (na, new_b)})
 
-    def take_place(self, placed: Placed, a: int, b: int) -> Placed | None:
-        nb, cb = placed[b]
-        free = self.ctx.free_after(placed)
-        room = free[nb] + cb.gpus + (placed[a][1].gpus if placed[a] is not None
-                                     and placed[a][0] == nb else 0)
-        new_a = _fit_on(self.ctx, a, nb, room)
-        if new_a is None:
+    def take_place(self, placed: Placement, a: int, b: int) -> Placement | None:
+        ctx = self.ctx
+        nb = int(placed.node[b])
+        free, gpus = placed.free(ctx), placed.gpus(ctx)
+        room = free[nb] + gpus[b] + (gpus[a] if placed.node[a] == nb else 0)
+        new_a = fits_on(ctx, a, nb, room)
+        if new_a < 0:
             return None
-        plan = list(placed)
-        plan[a], plan[b] = (nb, new_a), None
-        return plan
+        return placed.moved_to(ctx, {a: (nb, new_a), b: None})
 
-    def improve(self, placed: Placed, cost: float | None = None) -> tuple[Placed, float]:
+    def improve(self, placed: Placement, cost: float | None = None) -> tuple[Placement, float]:
         """First-improvement hill climbing until no neighbour is cheaper or the budget ends."""
-        return climb(list(placed), self.cost(placed) if cost is None else cost,
-                     self.neighbours, WholePlans(self.admissible, self.cost), self.budget_left)
+        return climb(placed, self.cost(placed) if cost is None else cost, self.neighbours,
+                     lambda plan, _changed: self.admissible(plan), self.cost, self.budget_left)
 
-    def relink(self, start: Placed, guide: Placed) -> tuple[Placed, float]:
+    def relink(self, start: Placement, guide: Placement) -> tuple[Placement, float]:
         """Walk from `start` towards `guide`, one job at a time, keeping the best plan seen."""
-        current = list(start)
-        best, best_cost = list(start), self.cost(start)
-        todo = [j for j in range(len(start)) if start[j] != guide[j]]
+        ctx, rank = self.ctx, self.ctx.pressure_rank
+        current = start
+        best, best_cost = start, self.cost(start)
+        todo = start.changed(guide)
         while todo and self.budget_left():
             step_best = None
             for j in todo:
-                plan = list(current)
-                plan[j] = guide[j]
-                if guide[j] is not None:  # make room: jobs in the way on that node wait
-                    node = guide[j][0]
-                    free = self.ctx.free_after(plan)
-                    for k in sorted((k for k, e in enumerate(plan)
-                                     if e is not None and e[0] == node and k != j),
-                                    key=lambda k: -self.ctx.pressure_rank[k]):
+                node = int(guide.node[j])
+                plan = current.moved_to(ctx, {j: None if node < 0 else (node, int(guide.cand[j]))})
+                if node >= 0:  # make room: jobs in the way on that node wait
+                    free, gpus = plan.free(ctx), plan.gpus(ctx)
+                    in_the_way: dict[int, tuple[int, int] | None] = {}
+                    for k in sorted((k for k in np.flatnonzero(plan.node == node).tolist()
+                                     if k != j), key=lambda k: -rank[k]):
                         if free[node] >= 0:
                             break
-                        free[node] += plan[k][1].gpus
-                        plan[k] = None
+                        free[node] += gpus[k]
+                        in_the_way[k] = None
+                    if in_the_way:
+                        plan = plan.moved_to(ctx, in_the_way)
                 c = self.cost(plan)
                 if step_best is None or c < step_best[0]:
                     step_best = (c, j, plan)
             c, j, plan = step_best
             current = plan
-            todo = [k for k in todo if k != j and current[k] != guide[k]]
+            differs = set(current.changed(guide))
+            todo = [k for k in todo if k != j and k in differs]
             if c < best_cost - 1e-12 and self.admissible(plan):
-                best, best_cost = list(plan), c
+                best, best_cost = plan, c
         return best, best_cost
 
 
@@ -174,16 +179,16 @@ class ImprovedGreedy:
     arrivals: ArrivalLog = field(default_factory=ArrivalLog)  # for hold_for_company's load
 
     def best(self, ctx: PlanningContext, resizing: bool = True,
-             deadline: Deadline = NO_DEADLINE) -> tuple[Placed, float]:
+             deadline: Deadline = NO_DEADLINE) -> tuple[Placement, float]:
         greedy = RandomizedGreedy(self.name, self.params)
         found = greedy.search(ctx, deadline=deadline)
         elite = found.elite
-        plans = [(list(e.placed), e.score) for e in elite]
+        plans = [(e.placement, e.score) for e in elite]
         guard = self.params.slack_guard
         if guard is None:
-            admissible: Callable[[Placed], bool] = lambda placed: True
+            admissible: Callable[[Placement], bool] = lambda placed: True
         else:  # as `andreas`: only plans that take from no job what the deterministic pass
-            first, first_cost = list(found.first.placed), found.first.score  # gives it
+            first, first_cost = found.first.placement, found.first.score  # gives it
             admissible = lambda placed: not spends_needed_slack(ctx, first, placed, guard)
             plans = sorted([(first, first_cost)] + [(p, c) for p, c in plans
                                                     if p != first and admissible(p)],
@@ -215,7 +220,7 @@ class ImprovedGreedy:
         ctx = PlanningContext(snapshot, self.params.plan_restart_s)
         resizing = self.arrivals.offered_load(snapshot) < self.params.resize_max_load
         placed = self.best(ctx, resizing, deadline)[0]
-        return refine(snapshot, ctx.to_plan(placed), self.params, self.arrivals, deadline,
+        return refine(snapshot, placed.to_plan(ctx), self.params, self.arrivals, deadline,
                       late=leaves_late(ctx, placed))
 
 

@@ -1,5 +1,5 @@
 """The greedy pass as every policy calls it: the compiled kernel's functions (kernel.py) on a
-planning context's arrays, and their results as plans of `Candidate`s.
+planning context's arrays, and their results as `Placement`s.
 
 The baselines place their waiting jobs with one pass; the greedy's deterministic pass is one
 pass and its post-processing; the Randomized Greedy runs all its passes in the kernel's loop.
@@ -15,8 +15,8 @@ import numba
 import numpy as np
 
 from . import kernel
-from .planning import PlanningContext, candidates
-from .scoring import Placed
+from .placement import Placement
+from .planning import PlanningContext
 
 IMPLS = ("fast", "plain")
 
@@ -49,8 +49,9 @@ class PassResult:
     moved: np.ndarray
     free: np.ndarray
 
-    def placed(self, ctx: PlanningContext) -> Placed:
-        return to_placed(ctx, self.node, self.cand, self.moved)
+    @property
+    def placement(self) -> Placement:
+        return Placement(self.node, self.cand, self.moved)
 
 
 def greedy_pass(ctx: PlanningContext, order: list[int], *, free: list[int] | None = None,
@@ -98,28 +99,3 @@ def added_energy(ctx: PlanningContext, node: int, free: int, gpus: int, time_s: 
     k = ctx.packed
     return float(kernel.added_energy(k.power, k.node_type[node], k.node_cap[node], free, gpus,
                                      time_s, joining))
-
-
-def to_placed(ctx: PlanningContext, node: np.ndarray, cand: np.ndarray,
-              moved: np.ndarray) -> Placed:
-    """A placement's arrays as (node, Candidate) per job (None: waiting); a moved job's
-    candidate carries the restart overhead (`PlanningContext.as_placed`)."""
-    table = ctx.table
-    J = len(ctx.job_ids)
-    jobs = np.nonzero(node >= 0)[0]
-    cols = cand[jobs]
-    entries = zip(node[jobs].tolist(), candidates(
-        table.ct[jobs, cols].tolist(), table.cg[jobs, cols].tolist(),
-        table.ctime[jobs, cols].tolist(), table.cen[jobs, cols].tolist(),
-        table.meets[jobs, cols].tolist()))
-    placed: Placed
-    if len(jobs) == J:  # every job placed: the entries in job order (built in C)
-        placed = list(entries)
-    else:
-        placed = [None] * J
-        for j, e in zip(jobs.tolist(), entries):
-            placed[j] = e
-    for j in np.nonzero(moved & (node >= 0))[0].tolist():  # a moved job's pays the restart
-        n, c = placed[j]  # type: ignore[misc]
-        placed[j] = (n, ctx.as_placed(j, n, c))
-    return placed

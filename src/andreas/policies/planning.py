@@ -10,15 +10,13 @@ cluster and shared read-only by its decisions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from functools import cached_property, partial
+from functools import cached_property
 from operator import attrgetter
-from typing import NamedTuple
 
 import numpy as np
 
 from ..cost import run_energy_cost, tardiness_costs
-from .base import Plan, Snapshot
+from .base import Snapshot
 from .cluster_tables import ProfileRows, tables_for
 
 _JOB, _ASSIGNMENT, _REMAINING = attrgetter("job"), attrgetter("assignment"), \
@@ -30,25 +28,6 @@ _PROFILE = attrgetter("job.profile")
 
 WAITING_PENALTY = 100.0
 """Proxy cost factor on a waiting job's lateness if it ran on its slowest configuration."""
-
-
-class Candidate(NamedTuple):
-    """One allowed configuration of one job, with the policy's estimates for it. A named
-    tuple: a decision on a long queue makes millions, and a frozen dataclass took ten times
-    as long to construct."""
-
-    gpu_type: int  # index into PlanningContext.type_names
-    gpus: int
-    time_s: float  # remaining run time on it, restart overhead included
-    energy_eur: float  # energy cost of that whole remaining run (node alone)
-    meets_due: bool
-
-
-def candidates(ct: list, cg: list, ctime: list, cen: list, meets: list) -> list[Candidate]:
-    """Candidates from parallel lists of their fields, built in C (`tuple.__new__` on each
-    zipped row): a namedtuple's own constructor is a Python function, and a replay makes
-    hundreds of thousands of candidates per minute."""
-    return list(map(partial(tuple.__new__, Candidate), zip(ct, cg, ctime, cen, meets)))
 
 
 def move_pays_overhead(overhead, home_type, home_gpus, gpu_type, gpus):
@@ -71,14 +50,12 @@ class CandidateTable:
     them: the cheapest that meets the due date first, then the rest fastest first.
 
     Built with numpy for all jobs at once (the same arithmetic as a per-candidate loop; with a
-    tariff, each energy is the price integrated over the candidate's own run). `Candidate`
-    objects are made only for the rows a policy looks at, so the baselines and the compiled
-    kernel never pay for them.
+    tariff, each energy is the price integrated over the candidate's own run). A plan names a
+    job's candidate by its column in the job's row (placement.Placement).
     """
 
     def __init__(self, ct, cg, ctime, cen, meets, nc) -> None:
         self.ct, self.cg, self.ctime, self.cen, self.meets, self.nc = ct, cg, ctime, cen, meets, nc
-        self._shapes: dict[int, tuple[list[int], list[int]]] = {}
         self.real = np.arange(ct.shape[1])[None, :] < nc[:, None]  # entries that are candidates
         if len(nc) and ct.shape[1]:  # NaN for a job with no candidate (no warning)
             none = ~self.real.any(axis=1)
@@ -144,46 +121,6 @@ class CandidateTable:
         return cls(np.where(zero, 0, take(ct)), np.where(zero, 0, take(cg)), ctime, cen,
                    take(ok), nc)
 
-    def shape(self, j: int) -> tuple[list[int], list[int]]:
-        """Job j's candidates' GPU types and counts as plain lists, made once: a step that
-        filters rows by them (resizing) makes a Candidate only of what it keeps
-        (`candidate`), not of the whole row."""
-        shape = self._shapes.get(j)
-        if shape is None:
-            n = int(self.nc[j])
-            shape = self._shapes[j] = (self.ct[j, :n].tolist(), self.cg[j, :n].tolist())
-        return shape
-
-    def candidate(self, j: int, c: int) -> Candidate:
-        """Job j's candidate in column c, as `row` would give it."""
-        return Candidate(int(self.ct[j, c]), int(self.cg[j, c]), float(self.ctime[j, c]),
-                         float(self.cen[j, c]), bool(self.meets[j, c]))
-
-    def row(self, j: int) -> list[Candidate]:
-        """Job j's candidates, as Candidate objects."""
-        n = int(self.nc[j])
-        return candidates(self.ct[j, :n].tolist(), self.cg[j, :n].tolist(),
-                          self.ctime[j, :n].tolist(), self.cen[j, :n].tolist(),
-                          self.meets[j, :n].tolist())
-
-
-class _LazyRows(Sequence):
-    """ctx.cands for a table: row j becomes a list of Candidate objects when first read."""
-
-    def __init__(self, table: CandidateTable) -> None:
-        self.table = table
-        self.rows: list[list[Candidate] | None] = [None] * len(table.nc)
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __getitem__(self, j):
-        row = self.rows[j]
-        if row is None:
-            row = self.rows[j] = self.table.row(j)
-        return row
-
-
 class PlanningContext:
     """Everything a policy needs about one snapshot, as indexable lists."""
 
@@ -226,7 +163,6 @@ class PlanningContext:
         self.cluster = cluster
         self._orders: dict[str, list[int]] = {}  # `ordered`
         self.table = CandidateTable.build(self, tables.profile_rows(snapshot.profiles))
-        self.cands: Sequence[list[Candidate]] = _LazyRows(self.table)
         self.tmin = self.table.tmin.tolist()
         self.tmax = self.table.tmax.tolist()
         if cluster.tariff is not None:  # plan scores price energy at the mean over the horizon
@@ -246,6 +182,17 @@ class PlanningContext:
         from .kernel import pack
 
         return pack(self)
+
+    @cached_property
+    def rows(self) -> tuple[list[list[int]], list[list[int]], list[list[bool]]]:
+        """Each job's candidates' GPU types, GPU counts and on-time flags (the table's real
+        entries, in its order) as plain lists, made once: the moves of resizing and the local
+        searches filter rows entry by entry, and reading a numpy array one entry at a time
+        costs several times a list's."""
+        t = self.table
+        nc = t.nc.tolist()
+        return tuple([row[:n] for row, n in zip(a.tolist(), nc)]  # type: ignore[return-value]
+                     for a in (t.ct, t.cg, t.meets))
 
     @cached_property
     def pressure_rank(self) -> list[int]:
@@ -273,45 +220,3 @@ class PlanningContext:
         if cached is None:
             cached = self._orders[order] = ORDERINGS[order](self, list(range(len(self.views))))
         return list(cached)
-
-    def busy_after(self, placed: list[tuple[int, Candidate] | None]) -> list[int]:
-        """Busy GPUs per node once every placed job holds its GPUs."""
-        busy = [0] * len(self.node_cap)
-        for e in placed:
-            if e is not None:
-                busy[e[0]] += e[1].gpus
-        return busy
-
-    def free_after(self, placed: list[tuple[int, Candidate] | None]) -> list[int]:
-        """Free GPUs per node once every placed job holds its GPUs."""
-        return [cap - b for cap, b in zip(self.node_cap, self.busy_after(placed))]
-
-    # ------------------------------------------------------------------ placement
-    def as_placed(self, j: int, node: int, cand: Candidate) -> Candidate:
-        """The candidate as run on `node`: moving a running job to another node with the same
-        configuration also pays the restart overhead, in time and energy."""
-        current = self.current[j]
-        if current is None or current[0] == node or not self.move_pays_overhead(j, cand):
-            return cand
-        time_s = self.moved_time(j, cand)
-        return Candidate(cand.gpu_type, cand.gpus, time_s,
-                         run_energy_cost(self.cluster, self.type_names[cand.gpu_type],
-                                         cand.gpus, time_s, self.now),
-                         self.now + time_s <= self.due[j])
-
-    def move_pays_overhead(self, j: int, cand: Candidate) -> bool:
-        """Would running `cand` on a node other than the job's own add a restart?"""
-        current = self.current[j]
-        home_type = -1 if current is None else self.node_type[current[0]]
-        return bool(move_pays_overhead(self.overhead, home_type,
-                                       0 if current is None else current[1], cand.gpu_type,
-                                       cand.gpus))
-
-    def moved_time(self, j: int, cand: Candidate) -> float:
-        return moved_time(cand.time_s, self.views[j].restart_remaining_s, self.overhead)
-
-    def to_plan(self, placed: list[tuple[int, Candidate] | None]) -> Plan:
-        """`placed` as a plan (each place's Assignment made once per cluster)."""
-        assignment = self.tables.assignment
-        return {self.job_ids[j]: assignment(e[0], e[1].gpus)
-                for j, e in enumerate(placed) if e is not None}

@@ -19,13 +19,11 @@ the offered load is below `GreedyParams.resize_max_load`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from typing import Protocol
 
-from .planning import Candidate, PlanningContext
+from .placement import Placement
+from .planning import PlanningContext
 
-Placed = list[tuple[int, Candidate] | None]
-Move = tuple[Placed, list[int]]  # a neighbour plan, and the jobs whose entry it changed
+Move = tuple[Placement, list[int]]  # a neighbour plan, and the jobs whose entry it changed
 RESIZE_EVALUATIONS = 200  # plans looked at per decision when `andreas` resizes its plan
 RESIZE_JOB_SCORES = 20_000  # ... and at most this many jobs scored over those plans
 
@@ -40,114 +38,89 @@ def evaluation_budget(jobs: int, pass_budget: int = 0) -> int:
     return max(1, budget)
 
 
-def resized(ctx: PlanningContext, placed: Placed) -> Iterator[Move]:
+def resized(ctx: PlanningContext, placed: Placement) -> Iterator[Move]:
     """Every plan one resize or one repack away from `placed`: none if a job waits."""
-    if any(e is None for e in placed):
+    if (placed.node < 0).any():
         return
-    free = ctx.free_after(placed)
+    free = placed.free(ctx)
     for j in range(len(placed)):
         yield from resizes(ctx, placed, j, free)
-    for node in sorted({e[0] for e in placed if e is not None}):
+    for node in sorted(set(placed.node.tolist())):
         move = repack(ctx, placed, node)
         if move is not None:
             yield move
 
 
-def resizes(ctx: PlanningContext, placed: Placed, j: int, free: list[int]) -> Iterator[Move]:
+def resizes(ctx: PlanningContext, placed: Placement, j: int, free) -> Iterator[Move]:
     """Plans in which job j runs on its node with another number of GPUs that fits (`free`:
     the free GPUs per node under `placed`)."""
-    node, cur = placed[j]
-    room = free[node] + cur.gpus
-    table = ctx.table  # filtered on its plain lists: a Candidate is made only of a match
-    types, counts = table.shape(j)
-    for c in range(len(types)):
-        if types[c] == cur.gpu_type and counts[c] != cur.gpus and counts[c] <= room:
-            plan = list(placed)
-            plan[j] = (node, ctx.as_placed(j, node, table.candidate(j, c)))
-            yield plan, [j]
+    types, counts, _ = ctx.rows
+    kinds, gpus = types[j], counts[j]
+    node, cur = int(placed.node[j]), int(placed.cand[j])
+    room = free[node] + gpus[cur]
+    for c in range(len(kinds)):
+        if kinds[c] == kinds[cur] and gpus[c] != gpus[cur] and gpus[c] <= room:
+            yield placed.moved_to(ctx, {j: (node, c)}), [j]
 
 
-def repack(ctx: PlanningContext, placed: Placed, node: int) -> Move | None:
+def fewest_on_time(ctx: PlanningContext, j: int, node: int, room: int) -> int:
+    """Job j's candidate column of the node's GPU type with the fewest GPUs (the first in its
+    row on a tie) within `room` that meets its due date; -1 if none."""
+    types, counts, meets = ctx.rows
+    kinds, gpus, on_time = types[j], counts[j], meets[j]
+    kind, best = ctx.node_type[node], -1
+    for c in range(len(kinds)):
+        if kinds[c] == kind and gpus[c] <= room and on_time[c] and (
+                best < 0 or gpus[c] < gpus[best]):
+            best = c
+    return best
+
+
+def repack(ctx: PlanningContext, placed: Placement, node: int) -> Move | None:
     """The plan with every job on `node` on its fewest GPUs that meet its due date (a late job
     keeps its GPUs), and the GPUs this frees taken, in pressure order, by jobs waiting or on
     other nodes (each on its fewest GPUs on time that fit), and the jobs it changed; None if
     nothing changes."""
-    kind = ctx.node_type[node]
-    plan = list(placed)
-
-    def fewest(j: int, room: int) -> Candidate | None:
-        return min((c for c in ctx.cands[j]
-                    if c.gpu_type == kind and c.gpus <= room and c.meets_due),
-                   key=lambda c: c.gpus, default=None)
-
-    room = ctx.node_cap[node]
-    for j, e in enumerate(placed):
-        if e is not None and e[0] == node:
-            cand = fewest(j, e[1].gpus)
-            if cand is not None and cand.gpus < e[1].gpus:
-                plan[j] = e = (node, ctx.as_placed(j, node, cand))
-            room -= e[1].gpus
+    k = ctx.packed
+    changes: dict[int, tuple[int, int]] = {}
+    room = int(k.node_cap[node])
+    for j in map(int, (placed.node == node).nonzero()[0]):
+        gpus = k.cg[j, placed.cand[j]]
+        c = fewest_on_time(ctx, j, node, gpus)
+        if c >= 0 and k.cg[j, c] < gpus:
+            changes[j] = (node, c)
+            gpus = k.cg[j, c]
+        room -= gpus
     for j in ctx.ordered("pressure"):
         if room == 0:
             break
-        if plan[j] is not None and plan[j][0] == node:
+        if placed.node[j] == node:
             continue
-        cand = fewest(j, room)
-        if cand is not None:
-            plan[j] = (node, ctx.as_placed(j, node, cand))
-            room -= cand.gpus
-    if plan == placed:
+        c = fewest_on_time(ctx, j, node, room)
+        if c >= 0:
+            changes[j] = (node, c)
+            room -= k.cg[j, c]
+    if not changes:
         return None
-    return plan, [j for j, (a, b) in enumerate(zip(plan, placed)) if a is not b]
+    plan = placed.moved_to(ctx, changes)
+    return plan, placed.changed(plan)
 
 
-class Judge(Protocol):
-    """What a hill climb asks of the plans it meets."""
-
-    def moved(self, placed: Placed) -> None:
-        """The climb now stands on `placed` (its neighbours are one move from it)."""
-
-    def admits(self, plan: Placed, changed: list[int]) -> bool:
-        """Whether the climb may take `plan`, in which the jobs `changed` differ from where the
-        climb stands (asked first, once per neighbour)."""
-
-    def score(self, plan: Placed, changed: list[int]) -> float:
-        """`plan`'s cost (asked only for an admitted plan)."""
-
-
-@dataclass(frozen=True)
-class WholePlans:
-    """A judge that tests and scores every plan whole (the local searches' moves change
-    several jobs at once)."""
-
-    test: Callable[[Placed], bool]
-    cost: Callable[[Placed], float]
-
-    def moved(self, placed: Placed) -> None:
-        pass
-
-    def admits(self, plan: Placed, changed: list[int]) -> bool:
-        return self.test(plan)
-
-    def score(self, plan: Placed, changed: list[int]) -> float:
-        return self.cost(plan)
-
-
-def climb(placed: Placed, cost: float, neighbours: Callable[[Placed], Iterable[Move]],
-          judge: Judge, budget: Callable[[], bool]) -> tuple[Placed, float]:
-    """First-improvement hill climbing from `placed` (of `cost`) among the neighbours the
-    judge admits, while `budget()` allows another neighbour (asked after each one, admitted
-    or not)."""
-    judge.moved(placed)
+def climb(placed: Placement, cost: float, neighbours: Callable[[Placement], Iterable[Move]],
+          admits: Callable[[Placement, list[int]], bool], score: Callable[[Placement], float],
+          budget: Callable[[], bool]) -> tuple[Placement, float]:
+    """First-improvement hill climbing from `placed` (of `cost`) among the neighbours that
+    `admits` lets it take (asked first, once per neighbour, with the jobs its move changed;
+    `score` only for those), while `budget()` allows another neighbour (asked after each one,
+    admitted or not)."""
     improved = True
     while improved and budget():
         improved = False
         for plan, changed in neighbours(placed):
-            if judge.admits(plan, changed):
-                c = judge.score(plan, changed)
+            if admits(plan, changed):
+                c = score(plan)
                 if c < cost - 1e-12:
                     placed, cost, improved = plan, c, True
-                    judge.moved(placed)
                     break
             if not budget():
                 break

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 
+import numpy as np
+
 from .placement import Placement
 from .planning import PlanningContext
 
@@ -51,7 +53,8 @@ def resized(ctx: PlanningContext, placed: Placement) -> Iterator[Move]:
             yield move
 
 
-def resizes(ctx: PlanningContext, placed: Placement, j: int, free) -> Iterator[Move]:
+def resizes(ctx: PlanningContext, placed: Placement, j: int,
+            free: np.ndarray) -> Iterator[Move]:
     """Plans in which job j runs on its node with another number of GPUs that fits (`free`:
     the free GPUs per node under `placed`)."""
     types, counts, _ = ctx.rows

@@ -282,6 +282,21 @@ def test_a_pass_picks_the_configuration_that_adds_least_energy_to_its_node():
     assert (result.node[0], result.placement.runs(0), result.free[0]) == (-1, False, 0)
 
 
+@pytest.mark.parametrize("overhead, gpus", [(0.0, 2), (10.0, 2), (300.0, 1)])
+def test_taking_a_running_jobs_gpus_pays_its_restart_energy(overhead, gpus):
+    # one 2-GPU node at 100/150 W; r runs there on 1 GPU; w, placed first, adds 100 W x 100 s
+    # = 10 kJ on 1 GPU, beside r, or 150 W x 60 s = 9 kJ on 2, taking r's GPU: r then
+    # restarts, 1 GPU at 75 W for the overhead. With no overhead a move is free (w takes 2);
+    # 10 s: 9 + 0.75 kJ, still less; 300 s: 9 + 22.5 kJ, so w takes 1 and r keeps its GPU
+    sc = scenario(cluster([("n1", "G", 2)], {"G": [100, 150]}, overhead=overhead),
+                  {"p": {("G", 1): 10.0, ("G", 2): 6.0}}, [job("r"), job("w")])
+    ctx = PlanningContext(snapshot(sc, running={"r": ("n1", 1)}))
+    r, w = ctx.job_ids.index("r"), ctx.job_ids.index("w")
+    placed = greedy_pass(ctx, [w, r], config_energy="marginal").placement
+    assert placed.gpus(ctx)[w] == gpus
+    assert placed.runs(r) == (gpus == 1)  # r waits when w took its GPU (no room left)
+
+
 def test_filled_price_counts_the_jobs_still_to_place_that_could_join_the_node():
     # the same node and profile; three waiting jobs of 100 epochs
     power = {"G": [530, 700, 870, 1040]}

@@ -297,7 +297,7 @@ class RandomizedGreedy:
                        k.cen, k.cmov, k.mtime, k.nc, k.home, k.home_g, k.due, k.weight,
                        k.wait_penalty, ctx.pressure_ranks, k.node_type, k.node_cap, k.power,
                        k.type_capacity, float(ctx.now), float(ctx.eur_per_joule),
-                       ctx.overhead > 0, p.pi, p.alpha, p.beta, p.score == "lookahead",
+                       float(ctx.overhead), p.pi, p.alpha, p.beta, p.score == "lookahead",
                        k.meets, p.config_energy != "alone", p.config_energy == "filled",
                        k.type_nodes, k.type_start)
 

@@ -439,8 +439,17 @@ def added_energy(power, typ, cap, free, g, time_s, joining):
 
 
 @njit(cache=True)
+def restart_energy(power, typ, cap, taken, overhead):
+    """Joules the running jobs restart on when a candidate takes `taken` of the GPUs they hold
+    (none if `taken` <= 0): each GPU at a full node's mean draw per GPU for `overhead` s."""
+    if taken <= 0:
+        return 0.0
+    return taken * power[typ, cap - 1] / cap * overhead
+
+
+@njit(cache=True)
 def greedy_pass(order, use_rand, u_config, u_node, free, pn, pc, pm, ct, cg, ctime, cmov,
-                mtime, nc, home, home_g, node_type, node_cap, power, overhead_pos, alpha, beta,
+                mtime, nc, home, home_g, node_type, node_cap, power, overhead, alpha, beta,
                 meets, marginal, filled, type_nodes, type_start):
     """One greedy pass: each job of `order` in turn gets its preferred candidate that fits
     (rows of the candidate table are in preference order), placed best fit; GPUs are taken
@@ -453,7 +462,10 @@ def greedy_pass(order, use_rand, u_config, u_node, free, pn, pc, pm, ct, cg, cti
     (`added_energy`; the first tried on a tie): on a node already drawing its fixed power, one
     GPU for longer often costs less than two for a shorter time. `filled`: priced as if the
     jobs of `order` still to place that could join the node (the waiting ones and its own)
-    did."""
+    did. With a restart `overhead` (s), a candidate that takes GPUs running jobs still to place
+    hold also pays their restart (`restart_energy`): the job it displaces pays it when placed,
+    too late to weigh in this choice."""
+    overhead_pos = overhead > 0
     N = node_type.shape[0]
     width = (node_cap.max() if N > 0 else 0) + 2
     nodes, start, pos = node_orders(free, node_type, type_nodes, type_start, width)
@@ -498,6 +510,9 @@ def greedy_pass(order, use_rand, u_config, u_node, free, pn, pc, pm, ct, cg, cti
                 joining = waiting_left + here_left[node] if filled else 0
                 added = added_energy(power, ct[j, c], node_cap[node], free[node], cg[j, c],
                                      _time_of(ctime, cmov, mtime, home, j, c, node), joining)
+                if overhead_pos:
+                    added += restart_energy(power, ct[j, c], node_cap[node],
+                                            cg[j, c] - (free[node] - held[node]), overhead)
                 if best_c < 0 or added < best_added:
                     best_c = c
                     best_node = node
@@ -659,7 +674,7 @@ def post_process(pn, pc, pm, free, ct, cg, ctime, cmov, mtime, cen, nc, home, us
 
 def _run_iterations(starts, U, r0, run_starts, ct, cg, ctime, cen, cmov, mtime, nc, home,
                     home_g, due, weight, wait_penalty, pressure_rank, node_type, node_cap, power,
-                    type_capacity, now, eur, overhead_pos, pi, alpha, beta, use_lookahead,
+                    type_capacity, now, eur, overhead, pi, alpha, beta, use_lookahead,
                     meets, marginal, filled, type_nodes, type_start):
     """Passes of one decision: the deterministic passes from `starts` (if `run_starts`), then
     one randomised pass per row of the uniforms U (neighbour swaps of a start's order by
@@ -710,7 +725,7 @@ def _run_iterations(starts, U, r0, run_starts, ct, cg, ctime, cen, cmov, mtime, 
         free = node_cap.copy()
         greedy_pass(order, use_rand, u_config, u_node, free, post_node[it], post_cand[it],
                     post_moved[it], ct, cg, ctime, cmov, mtime, nc, home, home_g, node_type,
-                    node_cap, power, overhead_pos, alpha, beta, meets, marginal, filled,
+                    node_cap, power, overhead, alpha, beta, meets, marginal, filled,
                     type_nodes, type_start)
         pre_node[it] = post_node[it]
         pre_cand[it] = post_cand[it]

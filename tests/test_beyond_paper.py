@@ -432,6 +432,33 @@ def test_resize_moves_change_only_the_jobs_they_name_and_never_oversubscribe(sna
             assert cost == lookahead(ctx, plan)
 
 
+@settings(max_examples=30, deadline=None)
+@given(busy_snapshots(), st.integers(1, 9))
+def test_the_guarded_climb_answers_as_the_whole_plan_would(snap, seed):
+    # the resize step tests a neighbour from the jobs its move changed alone: along whole
+    # climbs from every elite plan (admitted by the guard or not), each answer must be the one
+    # the whole plan gets
+    from andreas.policies.greedy import guarded_climb, spends_needed_slack
+    from andreas.policies.resizing import climb, resized
+    from andreas.policies.scoring import lookahead
+
+    ctx = PlanningContext(snap)
+    found = make_policy("andreas", seed=seed, max_iterations=40).search(ctx)
+    first = found.first.placement
+    for e in found.elite:
+        test = guarded_climb(ctx, first, e.placement, 0.5)
+
+        def admits(plan, changed, test=test):
+            answer = test(plan, changed)
+            assert answer == (not spends_needed_slack(ctx, first, plan, 0.5))
+            return answer
+
+        looked = iter(range(60))
+        climb(e.placement, e.score, lambda plan: resized(ctx, plan), admits,
+              lambda plan: lookahead(ctx, plan),
+              lambda looked=looked: next(looked, None) is not None)
+
+
 @settings(max_examples=25, deadline=None)
 @given(busy_snapshots())
 def test_resize_neighbours_are_the_rows_other_gpu_counts_that_fit(snap):

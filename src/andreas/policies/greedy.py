@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -217,17 +218,11 @@ class RandomizedGreedy:
         the plans the slack guard admits against the deterministic pass `first`."""
         budget = evaluation_budget(len(placed), self.params.pass_budget)
         guard, looked = self.params.slack_guard, [0]
-        # decide starts the climb from a plan the guard admits, and the climb moves only to
-        # admitted plans: a neighbour spends slack only in the jobs its move changed
-        whole = guard is not None and spends_needed_slack(ctx, first, placed, guard)
+        test = None if guard is None else guarded_climb(ctx, first, placed, guard)
 
         def admits(plan: Placement, changed: list[int]) -> bool:
             looked[0] += 1
-            if guard is None:
-                return True
-            if whole:
-                return not spends_needed_slack(ctx, first, plan, guard)
-            return not any(slack_spent(ctx, j, first, plan, guard) for j in changed)
+            return test is None or test(plan, changed)
 
         return climb(placed, cost, lambda plan: resized(ctx, plan), admits,
                      lambda plan: score(ctx, self.params.score, plan),
@@ -367,6 +362,19 @@ def slack_spent(ctx: PlanningContext, j: int, base: Placement, other: Placement,
     due = ctx.due[j]
     slack_b = due - end_b
     return slack_b < 0 or due - end_o < min(slack_b, guard * time_b)
+
+
+def guarded_climb(ctx: PlanningContext, first: Placement, start: Placement,
+                  guard: float) -> Callable[[Placement, list[int]], bool]:
+    """The slack guard against `first` as the test of a climb from `start`: whether a
+    neighbour, which differs from the plan the climb stands on in the jobs `changed`, spends
+    no needed slack. A climb from a plan the guard admits moves only to admitted plans, so
+    only the changed jobs can spend slack (the same answer as testing the whole plan, for a
+    fraction of the work); from any other start every neighbour is tested whole."""
+    if spends_needed_slack(ctx, first, start, guard):
+        return lambda plan, changed: not spends_needed_slack(ctx, first, plan, guard)
+    return lambda plan, changed: not any(slack_spent(ctx, j, first, plan, guard)
+                                         for j in changed)
 
 
 def leaves_late(ctx: PlanningContext, placed: Placement) -> bool:

@@ -32,6 +32,17 @@ def test_lookahead_cost_hand_computed():
     assert proxy(ctx, placed) == pytest.approx(150 * 50 * E)
 
 
+def test_lookahead_times_a_paused_job_with_its_restart():
+    # r runs on the node's one GPU of two, 100 s left, due at 200 s; the plan gives both GPUs
+    # to w (60 s, 150 W) and pauses r, which resumes at 60 s and pays the 300 s restart: it
+    # ends at 460 s, 260 s late x 0.01 EUR/s. Energy: w 9 kJ, r's forecast run 100 W x 100 s.
+    sc = scenario(cluster([("n1", "G", 2)], {"G": [100, 150]}, overhead=300.0),
+                  {"p": {("G", 1): 10.0, ("G", 2): 6.0}}, [job("r", due=200.0), job("w")])
+    ctx = PlanningContext(snapshot(sc, running={"r": ("n1", 1)}))
+    w = ctx.job_ids.index("w")
+    assert lookahead(ctx, placement(ctx, {w: (0, 2)})) == pytest.approx(19_000 * E + 2.6)
+
+
 def test_wspt_and_atc_orders():
     cl = cluster([("n1", "G", 1)], {"G": [100]})
     profiles = {"p": {("G", 1): 10.0}}

@@ -322,11 +322,12 @@ def _late_cost(j, ptime, due, weight, now):
 
 
 @njit(cache=True)
-def lookahead_score(pn, pt, pg, ptime, P_ct, P_cg, P_ctime, P_cen, nc, due, weight,
+def lookahead_score(pn, pt, pg, ptime, P_ct, P_cg, P_wtime, P_cen, nc, due, weight,
                     pressure_rank, node_type, power, type_capacity, now, eur):
     """The look-ahead (scoring.py): exact node energy and tardiness of the scheduled jobs, and a
-    list-scheduling forecast for the waiting ones (run times `P_ctime`; energies `P_cen`, which
-    leave out the energy of a paused job's restart). The one implementation, for the kernel and
+    list-scheduling forecast for the waiting ones: run times `P_wtime` (_score passes the moved
+    times: a paused job resumes with a whole restart) and energies `P_cen` (which leave that
+    restart's energy out). The one implementation, for the kernel and
     (through scoring.lookahead) the plain path."""
     J = pn.shape[0]
     N = node_type.shape[0]
@@ -388,7 +389,7 @@ def lookahead_score(pn, pt, pg, ptime, P_ct, P_cg, P_ctime, P_cen, nc, due, weig
                 g = P_cg[j, c]
                 if free[typ] >= g:
                     free[typ] -= g
-                    end = t + P_ctime[j, c]
+                    end = t + P_wtime[j, c]
                     rel_t[nrel] = end
                     rel_type[nrel] = typ
                     rel_g[nrel] = g
@@ -422,8 +423,7 @@ def lookahead_score(pn, pt, pg, ptime, P_ct, P_cg, P_ctime, P_cen, nc, due, weig
 def _score(use_lookahead, pn, pc, pm, P_ct, P_cg, P_ctime, P_mtime, P_cen, nc, wait_penalty,
            due, weight, pressure_rank, node_type, power, type_capacity, now, eur):
     pt, pg, ptime = _placed_config(pn, pc, pm, P_ct, P_cg, P_ctime, P_mtime)
-    if use_lookahead:  # a waiting job that ran pays a whole restart when it resumes: the
-        # forecast times it by the moved times (the same as the times for one that never ran)
+    if use_lookahead:  # the moved times: equal to the plain ones for a job that never ran
         return lookahead_score(pn, pt, pg, ptime, P_ct, P_cg, P_mtime, P_cen, nc, due, weight,
                                pressure_rank, node_type, power, type_capacity, now, eur)
     return proxy_score(pn, pg, ptime, wait_penalty, due, weight, node_type, power, now, eur)

@@ -79,9 +79,7 @@ class LocalSearch:
 
     def late(self, placed: Placement) -> list[int]:
         """The placed jobs that end after their due dates."""
-        ctx = self.ctx
-        late = (placed.node >= 0) & (ctx.now + placed.times(ctx) > ctx.packed.due)
-        return np.flatnonzero(late).tolist()
+        return np.flatnonzero(placed.late(self.ctx) & (placed.node >= 0)).tolist()
 
     def neighbours(self, placed: Placement) -> Iterator[Move]:
         """Yield candidate plans (with the jobs each changed), most promising moves first."""

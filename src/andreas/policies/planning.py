@@ -148,14 +148,14 @@ class PlanningContext:
         self.job_ids = list(map(_JOB_ID, jobs))
         self.due = list(map(_DUE, jobs))
         self.weight = list(map(_WEIGHT, jobs))
-        self.current: list[tuple[int, int] | None] = [
+        current = [
             None if a is None else (node_index[a.node], a.gpus)
             for a in map(_ASSIGNMENT, views)]
         J = len(views)
         # where each job runs (node, -1: waiting; its GPU count there, 0) and what is left of
         # its restart there, as arrays: the candidate table and the kernel read them
-        self.home = np.array([-1 if c is None else c[0] for c in self.current], np.int64)
-        self.home_g = np.array([0 if c is None else c[1] for c in self.current], np.int64)
+        self.home = np.array([-1 if c is None else c[0] for c in current], np.int64)
+        self.home_g = np.array([0 if c is None else c[1] for c in current], np.int64)
         self.home_type = np.where(self.home >= 0, tables.k_node_type[np.maximum(self.home, 0)],
                                   -1)  # the GPU type it runs on, -1 waiting
         self.restart_left = np.fromiter(map(_RESTART_LEFT, views), float, J)
@@ -164,11 +164,10 @@ class PlanningContext:
         self._orders: dict[str, list[int]] = {}  # `ordered`
         self.table = CandidateTable.build(self, tables.profile_rows(snapshot.profiles))
         self.tmin = self.table.tmin.tolist()
-        self.tmax = self.table.tmax.tolist()
         if cluster.tariff is not None:  # plan scores price energy at the mean over the horizon
             # (jobs with no configuration here, NaN, left out: a baseline's free GPUs may
             # host none of a waiting job's)
-            horizon = max((t for t in self.tmax if t == t), default=0.0)
+            horizon = max((t for t in self.table.tmax.tolist() if t == t), default=0.0)
             self.eur_per_joule = cluster.eur_per_joule(self.now, self.now + horizon)
         self.type_capacity = tables.type_capacity
         self.wait_penalties = WAITING_PENALTY * tardiness_costs(

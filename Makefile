@@ -9,6 +9,7 @@
 # make lint  - ruff on src, tests, bench and examples, mypy on src (make test runs it first)
 # make install-browser - Debian's chromium for the dashboard's browser tests (make test runs it)
 # make install-slurm - Debian's Slurm and munge for the slurm executor's tests (make test runs it)
+# make install-acl - Debian's acl (setfacl) for the job-isolation tests (make test runs it)
 # make screenshots - the dashboard's pages in that browser at 1280x800, into docs/img
 # make bench-service - 300 submissions with 50 in flight, 1000 with 100, and 300 with 50 while
 #              1000 are queued, to a real andreas serve: latency percentiles, errors, jobs
@@ -26,7 +27,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint zoo zoo-holdout bench bench-budget bench-decisions bench-scale bench-service chaos install install-browser install-slurm screenshots clean
+.PHONY: demo test lint zoo zoo-holdout bench bench-budget bench-decisions bench-scale bench-service chaos install install-browser install-slurm install-acl screenshots clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +46,9 @@ install-browser:
 install-slurm:
 	scripts/install-slurm.sh
 
+install-acl:
+	scripts/install-acl.sh
+
 demo: $(STAMP)
 	$(BIN)/andreas generate --nodes 10 --lambda 10000 --seed 1 --out demo-out/scenario
 	$(BIN)/andreas simulate demo-out/scenario --policy andreas --seed 1 --out demo-out/andreas
@@ -55,7 +59,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench examples
 	$(BIN)/mypy src/andreas
 
-test: $(STAMP) install-browser install-slurm lint
+test: $(STAMP) install-browser install-slurm install-acl lint
 	$(BIN)/python -m pytest
 
 screenshots: $(STAMP) install-browser

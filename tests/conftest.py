@@ -64,10 +64,12 @@ def psycopg_url(server, name: str) -> str:
 
 
 def write_service_files(directory: Path, *, nodes: str | None = None, extra: str = "",
-                        executor: str = "local") -> Path:
+                        executor: str = "local", job_user: str | None = None) -> Path:
     """A small cluster (fast node with 2 GPUs, slow node with 1), one profile, service.yaml.
     Holding for company is off: these seconds-long jobs would otherwise wait minutes for their
-    latest start, and the tests are about the service's mechanics."""
+    latest start, and the tests are about the service's mechanics. `job_user`: the OS user
+    jobs run as; None: the service's own (jobs_as_service_user), since pytest's folders are
+    closed to other users; tests/test_job_isolation.py runs jobs as other users."""
     directory.mkdir(parents=True, exist_ok=True)
     nodes = nodes if nodes is not None else textwrap.dedent("""\
         nodes:
@@ -96,7 +98,8 @@ def write_service_files(directory: Path, *, nodes: str | None = None, extra: str
         period_s: null
         grace_s: 5
         poll_s: 0.1
-        """) + extra)
+        """) + (f"job_user: {job_user}\n" if job_user else "jobs_as_service_user: true\n")
+        + extra)
     return directory / "service.yaml"
 
 
@@ -200,3 +203,77 @@ def all_gone(pids) -> bool:
         except psutil.NoSuchProcess:
             return False
     return not any(running(p) for p in pids)
+
+
+JOB_USERS = ("andreas-test-job-a", "andreas-test-job-b")
+
+
+@pytest.fixture(scope="session")
+def job_users():
+    """Two unprivileged OS users for jobs to run as (created here, removed after), for the
+    tests of what a job can reach. Needs root, as CI runs; elsewhere those tests skip."""
+    import os
+    import pwd
+    import subprocess
+
+    if os.geteuid() != 0:
+        pytest.skip("running jobs as other OS users needs root (CI runs as root)")
+    made = []
+    for name in JOB_USERS:
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
+                            "/usr/sbin/nologin", name], check=True, capture_output=True)
+            made.append(name)
+    granted = _grant_passage(JOB_USERS)
+    yield JOB_USERS
+    for folder in granted:
+        for name in JOB_USERS:
+            subprocess.run(["setfacl", "-x", f"u:{name}", str(folder)], capture_output=True)
+    for name in made:
+        subprocess.run(["userdel", name], capture_output=True)
+
+
+def _grant_passage(users) -> list[Path]:
+    """Let `users` pass (x, no listing) through each folder above the interpreter and this
+    project that is closed to other users (a pyenv under /root): an ACL entry for them
+    alone, removed after the session, instead of opening the folder to everyone. Returns
+    the folders changed."""
+    import os
+    import stat
+    import subprocess
+
+    places = {Path(os.path.realpath(sys.executable)), Path(sys.prefix).resolve(),
+              Path(__file__).resolve().parent.parent}
+    folders = sorted({a for p in places for a in p.parents} | {p for p in places if p.is_dir()})
+    granted = []
+    for folder in folders:
+        if not folder.stat().st_mode & stat.S_IXOTH:
+            for name in users:
+                subprocess.run(["setfacl", "-m", f"u:{name}:x", str(folder)], check=True,
+                               capture_output=True)
+            granted.append(folder)
+    return granted
+
+
+@pytest.fixture
+def open_dir():
+    """A folder other OS users may pass through (pytest's own are closed to them), for a
+    service whose jobs run as another user; removed after."""
+    import os
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="andreas-test-", dir="/tmp"))
+    os.chmod(folder, 0o711)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def hostile_result(log: str) -> dict:
+    """What tests/data/hostile_job.py reported, from its log."""
+    import json
+
+    line = next(x for x in log.splitlines() if x.startswith("RESULT "))
+    return json.loads(line[len("RESULT "):])

@@ -529,15 +529,19 @@ def serve_cmd(
     admin_token_env: str = typer.Option(
         "ANDREAS_ADMIN_TOKEN", help="Environment variable whose value, if set, becomes an "
         "admin token (handy for the first start)."),
+    admin_token_file: Optional[Path] = typer.Option(
+        None, "--admin-token-file", help="A file (mode 0600) holding an admin token; "
+        "preferred to the variable."),
 ) -> None:
     """Run the live scheduler: a REST API that runs real jobs (docs at /docs)."""
-    import os
-
+    secrets = _service_module("secret_env")
     serve = _service_module("app").serve
-    # Read the secret once and take it out of our own environment, so that nothing the
-    # service starts (jobs, a local Ray cluster) can inherit it.
-    serve(config, database_url=database_url, host=host, port=port,
-          admin_token=os.environ.pop(admin_token_env, None))
+    # Read the secret once and wipe it from our own environment, so that nothing the service
+    # starts (jobs, a local Ray cluster) inherits it and /proc/<pid>/environ does not show it
+    token = secrets.take_from_environment(admin_token_env)
+    if admin_token_file is not None:
+        token = secrets.read_secret_file(admin_token_file)
+    serve(config, database_url=database_url, host=host, port=port, admin_token=token)
 
 
 @app.command("token")

@@ -39,12 +39,16 @@ class LaunchRequest:
     run_dir: Path
     log_path: Path
     lock_path: Path
+    #: the unprivileged OS account the command runs as (executors/identity.py); None: the
+    #: executor's own (only where the operator set jobs_as_service_user)
+    user: str | None = None
 
     def launcher_argv(self, exit_with_parent: bool = False) -> list[str]:
         """The wrapper command line (see `andreas.executors.launch`); `exit_with_parent`: the
         job stops when the process that starts the wrapper dies."""
         return [sys.executable, "-m", "andreas.executors.launch", "--run-dir", str(self.run_dir),
                 "--lock", str(self.lock_path), "--log", str(self.log_path),
+                *(["--user", self.user] if self.user else []),
                 *(["--exit-with-parent"] if exit_with_parent else []), "--", *self.command]
 
 

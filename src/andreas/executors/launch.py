@@ -11,6 +11,9 @@ It exists so that the service can die (even by `kill -9`) without losing track o
   SIGTERM into "stop requested": the job gets the same SIGTERM and the wrapper waits for it;
 - the command dies with the wrapper (Linux: PR_SET_PDEATHSIG), so a killed wrapper leaves no
   orphan that would run on beside the copy the service starts next;
+- with ``--user NAME`` the command runs as that unprivileged OS account (`identity.py`), while
+  the wrapper keeps the executor's privileges: the job cannot rewrite its exit status, read
+  the service's secrets or signal the service; the account is resolved on the node it runs on;
 - with ``--exit-with-parent`` (the Ray executor, whose actor holds the job's GPUs) the wrapper
   stops the command when the process that started it dies: Ray hands a dead actor's GPUs to
   the next task, so the job must not run on there unseen.
@@ -28,6 +31,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+from .identity import IdentityError, JobIdentity
 
 LOCKED_EXIT = 75  # EX_TEMPFAIL: another copy of this job holds the lock
 PARENT_POLL_S = 0.5  # how often --exit-with-parent looks for its parent
@@ -55,6 +60,16 @@ def _dies_with(parent: int):
         if os.getppid() != parent:  # the wrapper died before we asked
             os._exit(1)
     return arrange
+
+
+def _account(user: str | None) -> tuple[dict, dict[str, str] | None]:
+    """The Popen arguments and environment that start the command as `user` (None: as this
+    wrapper); an IdentityError if that account cannot be used here."""
+    if user is None:
+        return {}, None
+    identity = JobIdentity.lookup(user)
+    identity.check_switchable()
+    return identity.popen_kwargs(), {**os.environ, **identity.environment()}
 
 
 def stop_when_orphaned(parent: int, child: subprocess.Popen, log, state: dict) -> None:
@@ -91,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log", required=True, type=Path)
     parser.add_argument("--exit-with-parent", action="store_true",
                         help="stop the job when the process that started this wrapper dies")
+    parser.add_argument("--user", default=None,
+                        help="run the command as this unprivileged OS user (needs root)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     parent = os.getppid()
@@ -112,13 +129,14 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     write_json(args.run_dir / "pid.json", {"pid": os.getpid(), "started_at": time.time()})
-    args.log.parent.mkdir(parents=True, exist_ok=True)
+    args.log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     with open(args.log, "ab", buffering=0) as log:
         try:
+            as_user, env = _account(args.user)
             child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL,
+                                     stdin=subprocess.DEVNULL, env=env, **as_user,
                                      preexec_fn=_dies_with(os.getpid()))
-        except OSError as exc:
+        except (OSError, IdentityError) as exc:
             log.write(f"andreas: cannot start {command!r}: {exc}\n".encode())
             write_json(args.run_dir / "exit.json", {"returncode": 127, "stop_requested": False,
                                                     "reason": str(exc), "ended_at": time.time()})

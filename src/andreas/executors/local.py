@@ -30,7 +30,7 @@ class LocalExecutor:
         return list(self._nodes)
 
     def start(self, request: LaunchRequest) -> dict:
-        request.run_dir.mkdir(parents=True, exist_ok=True)
+        request.run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         env = job_environment(os.environ, request.env, request.gpu_indices, self._hidden)
         proc = subprocess.Popen(request.launcher_argv(), cwd=request.workdir or None, env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -151,7 +151,7 @@ class SlurmExecutor:
         return job["name"].startswith(NAME_PREFIX) and job["comment"] == COMMENT
 
     def start(self, request: LaunchRequest) -> dict:
-        request.run_dir.mkdir(parents=True, exist_ok=True)
+        request.run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         script = request.run_dir / "slurm-batch.sh"
         script.write_text("#!/bin/sh\n# written by ANDREAS: the launch wrapper, as this job\n"
                           "exec " + shlex.join(request.launcher_argv()) + "\n")

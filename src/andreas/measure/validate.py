@@ -249,6 +249,8 @@ def run_validation(out: Path, spec: ValidationSpec,
         f"policy: {spec.policy}\npolicy_options: {{seed: {spec.seed}}}\nperiod_s: null\n"
         f"poll_s: 0.2\ngrace_s: 10\nlearn: {'true' if spec.learn else 'false'}\n"
         f"public_url: http://127.0.0.1:{port}\n"
+        # the operator's own measuring jobs, on the operator's machine
+        "jobs_as_service_user: true\n"
         # a second late costs about what a big node's second of energy costs, or less
         f"priority_weights: {{1: 0.000002, 2: 0.000005, 3: 0.00001, 4: 0.00002, 5: 0.00004}}\n")
     config = read_service_config(work / "service.yaml")

@@ -24,6 +24,7 @@ from ..executors import NodeInfo, make_executor
 from .config import ServiceConfig
 from .database_errors import first_line, storage_trouble
 from .folders import ensure_writable, sqlite_folder
+from .job_accounts import JobAccounts
 from .jobs import Refused
 from .limits import BodyLimit, SecurityHeaders
 from .ratelimit import FailureLimiter
@@ -40,12 +41,20 @@ def _nodes(config: ServiceConfig) -> list[NodeInfo]:
             for n in config.cluster.nodes]
 
 
+def _sqlite_file(url: str) -> Path | None:
+    folder = sqlite_folder(url)
+    return None if folder is None else folder / Path(url.split(":///", 1)[1]).name
+
+
 def create_app(config: ServiceConfig, *, store: Store | None = None, executor=None,
                admin_token: str | None = None, run_scheduler: bool = True) -> FastAPI:
     """Build the application. The scheduler thread starts and stops with the app."""
     ensure_writable(config.data_dir, "the data folder: job logs, checkpoints, uploads",
                     f"make it writable or set data_dir in {config.path}")
     store = store or Store(config.database_url)
+    accounts = JobAccounts(config)  # jobs reach none of the service's files, or stop it here
+    accounts.secure_data_folder(_sqlite_file(config.database_url))
+    accounts.check_reach()
     if admin_token:
         store.ensure_token("admin", "admin", admin_token)
     if executor is None:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import dataclasses
 import gc
 import logging
+import os
 import threading
 import time
 from pathlib import Path
 
 from .api import create_app
 from .config import public_url_for, read_service_config
+from .secret_env import check_config_secrets
 
 log = logging.getLogger("andreas.service")
 
@@ -19,9 +21,14 @@ def serve(config_path: str | Path, *, database_url: str | None = None,
           host: str = "127.0.0.1", port: int = 8000, admin_token: str | None = None) -> None:
     import uvicorn
 
+    os.umask(0o077)  # every file the service writes is its own; jobs get theirs explicitly
     config = read_service_config(config_path).with_database(database_url)
+    check_config_secrets(config.path, config.database_url, from_command_line=bool(database_url))
     config = dataclasses.replace(config, public_url=public_url_for(config, host, port))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    if config.jobs_as_service_user:
+        log.warning("jobs_as_service_user: true: jobs run as the service's own user and can "
+                    "read its database and token; only where every user is trusted")
     app = create_app(config, admin_token=admin_token)
     # What exists now (modules, the app, its configuration) lives as long as the process.
     # Frozen, the collector's full passes skip it; unfrozen, each full pass walked some

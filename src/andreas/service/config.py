@@ -7,6 +7,9 @@ Example (paths are relative to the file)::
     database_url: sqlite:///state/andreas.db   # or postgresql://user@host/db
     data_dir: state                  # checkpoints, logs, run records
     executor: local                  # or ray, or slurm (nodes then come from Ray or Slurm)
+    job_user: andreas-job            # the unprivileged OS user jobs run as (service as root)
+    job_users: {alice: alice}        # per submitting user: their own OS account (as Slurm)
+    jobs_as_service_user: false      # true: jobs run as the service's own user (trusted only)
     ray_address: auto
     slurm_partition: gpu             # slurm: the partition to submit to (default: Slurm's)
     gpu_indices: {ws0: [0, 1]}       # CUDA device numbers per node; default 0..gpus-1
@@ -79,6 +82,13 @@ class ServiceConfig:
     max_upload_bytes: int = 100 * 1024 * 1024  # a working folder sent with a job (gzipped)
     upload_ttl_s: float = 7 * 86400.0  # an upload older than this is deleted (uploads.py)
     allowed_roots: tuple[Path, ...] = ()  # scripts and workdirs must lie inside (empty: anywhere)
+    job_user: str | None = None  # the OS user jobs run as, unless job_users names the submitter
+    job_users: dict[str, str] = field(default_factory=dict)  # service user -> OS user
+    jobs_as_service_user: bool = False  # the operator's explicit choice: no separation
+
+    def job_account(self, owner: str) -> str | None:
+        """The OS user a job of service user `owner` runs as; None: the service's own."""
+        return self.job_users.get(owner, self.job_user)
 
     def with_database(self, url: str | None) -> "ServiceConfig":
         if not url:
@@ -216,7 +226,50 @@ def read_service_config(path: str | Path) -> ServiceConfig:
         max_upload_bytes=int(doc.number("max_upload_bytes", default=100 * 1024 * 1024,
                                         positive=True)),
         upload_ttl_s=doc.number("upload_ttl_s", default=7 * 86400.0, positive=True),
-        allowed_roots=_roots(doc, base))
+        allowed_roots=_roots(doc, base), **_job_accounts(doc))
+
+
+def _job_accounts(doc) -> dict:
+    """`job_user`, `job_users` and `jobs_as_service_user`, each account checked on this
+    machine: it exists, is not root, and this process may start processes as it."""
+    from ..executors.identity import IdentityError, JobIdentity
+
+    shared = doc.get("jobs_as_service_user")
+    if shared is not None and not isinstance(shared.value, bool):
+        raise doc.error("jobs_as_service_user", f"expected true or false, got {shared.value!r}",
+                        shared.line)
+
+    def account(where: str, located) -> str:
+        name = located.value
+        if not isinstance(name, str) or not name.strip():
+            raise doc.error(where, f"expected an OS user name, got {name!r}", located.line)
+        try:
+            JobIdentity.lookup(name.strip()).check_switchable()
+        except IdentityError as exc:
+            raise doc.error(where, f"{exc}; or set jobs_as_service_user: true where every "
+                            "user is trusted", located.line) from None
+        return name.strip()
+
+    user_item, users_item = doc.get("job_user"), doc.get("job_users")
+    job_user = account("job_user", user_item) if user_item is not None else None
+    job_users: dict[str, str] = {}
+    if users_item is not None:
+        if not isinstance(users_item.value, dict):
+            raise doc.error("job_users", "expected a mapping service user -> OS user",
+                            users_item.line)
+        job_users = {str(owner): account(f"job_users.{owner}", located)
+                     for owner, located in users_item.value.items()}
+    if shared is not None and shared.value:
+        if job_user or job_users:
+            raise doc.error("jobs_as_service_user", "true runs every job as the service's own "
+                            "user; remove job_user and job_users, or set it false", shared.line)
+        return {"jobs_as_service_user": True}
+    if job_user is None:
+        raise doc.error("job_user", "missing; jobs must not run as the service's own user (a "
+                        "job could read its admin token, database and configuration): name an "
+                        "unprivileged OS user (useradd --system --no-create-home andreas-job), "
+                        "or set jobs_as_service_user: true where every user is trusted")
+    return {"job_user": job_user, "job_users": job_users}
 
 
 def _roots(doc, base: Path) -> tuple[Path, ...]:

@@ -50,10 +50,12 @@ def free_port() -> int:
 class LocalService:
     def __init__(self, folder: Path, cluster_yaml: str, profiles_csv: str, *,
                  options: str = "", database_url: str | None = None,
-                 cwd: Path | None = None, log: Path | None = None) -> None:
+                 cwd: Path | None = None, log: Path | None = None,
+                 job_user: str | None = None) -> None:
         """`options`: more service.yaml lines (policy, period_s, ...), after the defaults;
         `log`: a file the service's output is appended to (else it is dropped, as the load
-        benchmark wants: uvicorn logs every request)."""
+        benchmark wants: uvicorn logs every request); `job_user`: the OS user jobs run as
+        (None: the service's own, for the operator's own benchmark jobs)."""
         self.folder, self.database_url, self.cwd, self.log = folder, database_url, cwd, log
         self.port, self.token = free_port(), secrets.token_urlsafe(24)
         self.url = f"http://127.0.0.1:{self.port}"
@@ -63,7 +65,9 @@ class LocalService:
         (folder / "profiles.csv").write_text(profiles_csv)
         (folder / "service.yaml").write_text(
             "cluster: cluster.yaml\nprofiles: profiles.csv\ndata_dir: state\n"
-            f"public_url: {self.url}\n" + options)
+            f"public_url: {self.url}\n"
+            + (f"job_user: {job_user}\n" if job_user else "jobs_as_service_user: true\n")
+            + options)
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout_s: float = 120.0) -> "LocalService":
@@ -77,6 +81,9 @@ class LocalService:
                 stdout=output, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the service stopped at start (exit {self.proc.returncode})"
+                                   + (f"; its output is in {self.log}" if self.log else ""))
             try:
                 if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
                     return self

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from collections import deque
@@ -39,6 +40,7 @@ from .database_errors import describe_failure
 from .db import DrainedNode, JobRow, ProgressRow, RunRow, User
 from .decider import Decider, make_decider, warm_up_snapshot
 from .folders import FolderRefused, refused_write, sqlite_folder
+from .job_accounts import JobAccounts, read_job_file
 from .learning import speed_factor
 from .metrics import decision_histogram
 from .planner import Planner, waiting_reasons
@@ -114,6 +116,7 @@ class Scheduler:
         self.forecast_history: dict[str, deque[tuple[float, float, float]]] = {}
         self.drained: set[str] = set()  # nodes an admin drained (read at every snapshot)
         self.owners: dict[str, str] = {}  # job id -> user name, of the active jobs
+        self.accounts = JobAccounts(config)  # the OS user each job runs as, its folders
 
     # ------------------------------------------------------------------ thread
     def start(self) -> None:
@@ -269,11 +272,15 @@ class Scheduler:
     def _read_progress_file(self, s, job: JobRow, run: RunRow) -> bool:
         """Progress the job wrote to its checkpoint dir but has not posted (yet, or at all);
         True if it moved the learned speed enough to replan."""
-        path = self.job_dir(job.id) / "checkpoint" / "andreas-progress.json"
-        try:
-            done = float(json.loads(path.read_text())["epochs_done"])
-            written = path.stat().st_mtime  # when the job wrote it, not when we looked
-        except (OSError, ValueError, KeyError, TypeError):
+        # the job's account owns this folder: read it as a hostile file (no link, no FIFO)
+        found = read_job_file(self.job_dir(job.id) / "checkpoint" / "andreas-progress.json")
+        if found is None:
+            return False
+        try:  # written: when the job wrote it, not when we looked
+            done, written = float(json.loads(found[0])["epochs_done"]), found[1]
+        except (ValueError, KeyError, TypeError, IndexError):
+            return False
+        if not math.isfinite(done):
             return False
         if done > job.epochs_done + DONE_EPS:
             return self.record_progress(s, job, run, done, at=written)
@@ -462,6 +469,11 @@ class Scheduler:
         owners = {**self.owners, job.id: owner}
         return self.planner.what_if(snapshot, job.id, self.planner.limits(owners, self.drained))
 
+    def _owner_name(self, job_id: str) -> str:
+        with self.store.session() as s:
+            return s.scalar(select(User.name).join(JobRow, JobRow.owner_id == User.id)
+                            .where(JobRow.id == job_id)) or ""
+
     def _free_indices(self, node: NodeInfo) -> list[int]:
         with self.store.session() as s:
             used = set()
@@ -482,8 +494,9 @@ class Scheduler:
             self.wake("retry")
             return
         job_dir = self.job_dir(job_id)
+        owner = self.owners.get(job_id) or self._owner_name(job_id)
         try:  # before a run is recorded: a data folder that refuses writes records none
-            (job_dir / "checkpoint").mkdir(parents=True, exist_ok=True)
+            account = self.accounts.prepare(job_dir, owner)
         except OSError as exc:
             refused = refused_write(exc, self.config.data_dir)
             if refused is None:
@@ -515,7 +528,7 @@ class Scheduler:
                  "ANDREAS_GPU_INDICES": ",".join(map(str, indices)),
                  "ANDREAS_NODE": node.name, "ANDREAS_GPU_TYPE": node.gpu_type},
             run_dir=self.run_dir(job_id, run_id), log_path=job_dir / "logs" / f"run-{run_id}.log",
-            lock_path=job_dir / "lock")
+            lock_path=job_dir / "lock", user=account)
         nvml = self.meter.read_mj(indices) if self.meter else None
         try:
             handle = self.executor.start(request)

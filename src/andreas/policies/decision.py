@@ -24,6 +24,7 @@ REASON_KINDS = {
     # set by the live service, not by a policy
     "over_quota": "over quota: {detail}",
     "node_drained": "node {node} is drained: nothing new starts there",
+    "drained_out": "waiting: every node that can run it is drained ({node})",
 }
 
 

@@ -21,7 +21,7 @@ from ..io import feasible_configs
 from .config import ServiceConfig
 from .db import JobRow, RunRow, User
 from .scheduler import Scheduler
-from .schemas import JobOut, JobSubmit, RunOut
+from .schemas import MAX_RUN_S, MIN_RUN_S, JobOut, JobSubmit, RunOut
 from .states import (
     CANCELLED_MESSAGE,
     FINAL_STATES,
@@ -294,12 +294,30 @@ def validate_submission(config: ServiceConfig, body: JobSubmit, now: float,
                            "seconds_per_epoch": row.seconds_per_epoch})
     if cluster.nodes and not feasible_configs(cluster, configs):
         bad("no node of the cluster can run any configuration of this job's profile")
+    check_run_times(body, configs)
+    if body.due_date is not None and body.due_date < now:
+        raise Refused(422, f"due_date: {body.due_date:.0f} is before the submission "
+                           f"({now:.0f}); expected a Unix time to come")
     default_name = Path(command[-1] if body.script is None else body.script).name[:200]
     if upload is not None:
         row = _row(body, command, due, weight, inline, now, default_name)
         row.upload = upload  # unpacked into its folder once it has an id (accept)
         return row
     return _row(body, command, due, weight, inline, now, default_name)
+
+
+def check_run_times(body: JobSubmit, configs: dict[tuple[str, int], float]) -> None:
+    """Every configuration's whole run (epochs x seconds per epoch) is a time the planner can
+    divide by and a forecast can date: between MIN_RUN_S and MAX_RUN_S; else a 422 naming the
+    fields. Each field alone may be in range and their product not (0.001 epochs of 5e-324 s
+    is a run of exactly 0 s, which once stopped every user's planning)."""
+    where = "profile" if body.profile is not None else "inline_profile"
+    for (gpu_type, gpus), spe in configs.items():
+        run = body.epochs * spe
+        if not MIN_RUN_S <= run <= MAX_RUN_S:
+            raise Refused(422, f"epochs x {where} seconds_per_epoch: {body.epochs:g} epochs of "
+                               f"{spe:g} s on {gpus} {gpu_type} is a run of {run:g} s; expected "
+                               f"{MIN_RUN_S:g} s to {MAX_RUN_S:g} s (ten years)")
 
 
 async def validated(config: ServiceConfig, body: JobSubmit, now: float,

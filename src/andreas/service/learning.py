@@ -15,6 +15,11 @@ from __future__ import annotations
 
 from typing import Mapping, Protocol, Sequence
 
+FACTOR_BOUNDS = (1e-3, 1e3)
+"""A learned factor is believed within these: the reports come from the job itself, and a job
+that posts progress as fast as it can must not make its own run time vanish (a run of 0 s
+once stopped every user's planning) or grow without end."""
+
 
 class Report(Protocol):
     run_id: int
@@ -38,4 +43,4 @@ def speed_factor(reports: Sequence[Report], profiled_spe: Mapping[int, float | N
         previous = report
     if profiled <= 0 or measured <= 0:
         return None
-    return measured / profiled
+    return min(FACTOR_BOUNDS[1], max(FACTOR_BOUNDS[0], measured / profiled))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..policies.base import Assignment, Snapshot, check_plan, revisit_at
 from ..policies.decision import Reason
@@ -57,6 +57,32 @@ def waiting_reasons(snapshot: Snapshot, plan: Mapping, why: Mapping[str, Reason]
         out[view.job_id] = {"reason": r.kind, "text": r.sentence(), "until": r.until,
                             "node": r.node, "job": r.job}
     return out
+
+
+def minimal_failing(items: list, fails) -> list:
+    """A 1-minimal part of `items` on which `fails` still holds (Zeller's ddmin): removing any
+    one element of the result makes it pass. `fails(items)` must hold, `fails([])` not. A
+    single culprit is found in about 2 log2 n calls; a pair that fails only together, in
+    O(n log n) at worst."""
+    n = 2
+    while len(items) >= 2:
+        size = -(-len(items) // n)
+        chunks = [items[i:i + size] for i in range(0, len(items), size)]
+        for chunk in chunks:
+            if fails(chunk):
+                items, n = chunk, 2
+                break
+        else:
+            for chunk in chunks if n > 2 else ():
+                rest = [x for x in items if not any(x is c for c in chunk)]
+                if fails(rest):
+                    items, n = rest, max(n - 1, 2)
+                    break
+            else:
+                if n >= len(items):
+                    return items
+                n = min(len(items), 2 * n)
+    return items
 
 
 class Planner:
@@ -138,6 +164,32 @@ class Planner:
                 return decision.plan
         return None
 
+    def culprit(self, snapshot: Snapshot, owners: Mapping[str, str],
+                drained: set[str]) -> str | None:
+        """The waiting job to blame when a decision on `snapshot` fails: the newest job of a
+        smallest set of waiting jobs that still makes it fail (with every running job kept),
+        found by delta debugging (`minimal_failing`). Planning passed before that job came,
+        so it is the odd one. None when the decision passes, or fails without any waiting
+        job. One odd job must not stop every user's planning: the scheduler fails that job,
+        with the reason, and plans the rest."""
+        running = tuple(v for v in snapshot.jobs if v.assignment is not None)
+        suspects = [v for v in snapshot.jobs if v.assignment is None]
+        limits = self.limits(owners, drained)
+
+        def fails(views: list) -> bool:
+            part = replace(snapshot, jobs=running + tuple(views))
+            try:
+                check_plan(part, self.decider.decide(part, limits if limits.bind else None),
+                           self.policy_name)
+            except Exception:
+                return True
+            return False
+
+        if not suspects or not fails(suspects) or fails([]):
+            return None
+        blamed = minimal_failing(suspects, fails)
+        return max(blamed, key=lambda v: (v.job.submit_time, snapshot.jobs.index(v))).job_id
+
     def _forecast(self, snapshot: Snapshot, plan: Mapping, wake: float | None,
                   limits: ServiceLimits | None
                   ) -> tuple[dict[str, JobForecast], list[ForeseenDecision]]:
@@ -147,6 +199,10 @@ class Planner:
             if self.forecast_cut is None:
                 log.warning("%s; the predictions shown are older ones", cut)
             self.forecast_cut = str(cut)
+            return {}, []
+        except Exception as exc:  # the plan was made and carried out: it stands all the same
+            log.exception("the forecast failed; the predictions shown are older ones")
+            self.forecast_cut = f"the forecast failed ({type(exc).__name__}: {exc})"
             return {}, []
         self.forecast_cut = None
         return predicted, foreseen

@@ -30,9 +30,11 @@ from sqlalchemy import func, select, update
 
 from ..catalogue import canonical_gpu
 from ..executors import Executor, LaunchRequest, NodeInfo, NodeLost
+from ..io import feasible_configs
 from ..measure.nvml import NvmlMeter
 from ..model import Cluster, Job, Node, Profiles
 from ..policies.base import Assignment, JobView, Snapshot, stops_job
+from ..policies.decision import Reason
 from ..sim.forecast import JobForecast
 from .accounting import Accounting
 from .config import ServiceConfig
@@ -43,7 +45,7 @@ from .folders import FolderRefused, refused_write, sqlite_folder
 from .job_accounts import JobAccounts, read_job_file
 from .learning import speed_factor
 from .metrics import decision_histogram
-from .planner import Planner, waiting_reasons
+from .planner import Planner, Proposal, waiting_reasons
 from .states import (
     ACTIVE_STATES,
     CANCELLED_MESSAGE,
@@ -55,6 +57,8 @@ from .states import (
     after_run,
 )
 from .store import Store, hash_token, in_batches, must_get, new_token
+
+MAX_CULPRITS = 3  # jobs a tick may fail as unplannable before it gives up and says why
 
 log = logging.getLogger("andreas.service")
 DONE_EPS = 1e-6
@@ -117,6 +121,7 @@ class Scheduler:
         self.drained: set[str] = set()  # nodes an admin drained (read at every snapshot)
         self.owners: dict[str, str] = {}  # job id -> user name, of the active jobs
         self.accounts = JobAccounts(config)  # the OS user each job runs as, its folders
+        self.drained_out: dict[str, str] = {}  # waiting job -> the drained nodes it needs
 
     # ------------------------------------------------------------------ thread
     def start(self) -> None:
@@ -364,7 +369,7 @@ class Scheduler:
     # ------------------------------------------------------------------ plan
     def snapshot(self) -> tuple[Snapshot, dict[str, RunRow]]:
         now = self.clock()
-        cluster = self.cluster()
+        cluster = whole = self.cluster()
         held: dict[str, int] = {}
         views, table, running = [], {}, {}
         known = {n.name for n in cluster.nodes}
@@ -412,6 +417,7 @@ class Scheduler:
             cluster = replace(cluster, nodes=tuple(
                 Node(n.name, n.gpu_type, max(0, n.gpus - held.get(n.name, 0)))
                 for n in cluster.nodes))
+        views = self._leave_out_drained_out(views, table, whole)
         if self.drained:  # a drained node offers only the GPUs its running jobs hold
             running_there: dict[str, int] = {}
             for v in views:
@@ -427,13 +433,34 @@ class Scheduler:
         return Snapshot(now, cluster, Profiles(table), tuple(views),
                         first_start_overhead=True), running
 
+    def _leave_out_drained_out(self, views: list[JobView], table: dict,
+                               cluster: Cluster) -> list[JobView]:
+        """The views less the waiting jobs that no node left undrained can run (every node of
+        their GPU types drained): they wait, saying so (`drained_out`), and the decision and
+        its forecast plan the rest over the remaining nodes. Planned with them, a job that
+        can never start stopped every decision until the node was undrained."""
+        self.drained_out = {}
+        if not self.drained:
+            return views
+        open_nodes = replace(cluster, nodes=tuple(n for n in cluster.nodes
+                                                  if n.name not in self.drained))
+        kept = []
+        for view in views:
+            if view.assignment is None and not feasible_configs(open_nodes,
+                                                                table[view.job.profile]):
+                types = {t for t, _ in table[view.job.profile]}
+                self.drained_out[view.job_id] = ", ".join(sorted(
+                    n.name for n in cluster.nodes if n.name in self.drained
+                    and n.gpu_type in types)) or "every node"
+                continue
+            kept.append(view)
+        return kept
+
     def replan(self, reasons: list[str]) -> None:
         """Decide (planner.py), carry the decision out (stop, then start), forecast it, and
         record it for `/plan`."""
         snapshot, running = self.snapshot()
-        proposal = self.planner.decide(
-            snapshot, {job_id: Assignment(run.node, len(run.gpu_indices))
-                       for job_id, run in running.items()}, reasons, self.owners, self.drained)
+        proposal, snapshot = self._decide_without_culprits(snapshot, running, reasons)
         plan = proposal.plan
         changed = [(job_id, run.id) for job_id, run in running.items()
                    if stops_job(Assignment(run.node, len(run.gpu_indices)), plan.get(job_id))]
@@ -453,6 +480,41 @@ class Scheduler:
         self.plan.source, self.plan.revisit_at = proposal.source, proposal.revisit_at
         self.plan.waiting = waiting_reasons(snapshot, plan, proposal.why,
                                             previous if proposal.source == "kept" else {})
+        for job_id, nodes in self.drained_out.items():
+            reason = Reason("drained_out", node=nodes)
+            self.plan.waiting[job_id] = {"reason": reason.kind, "text": reason.sentence(),
+                                         "until": None, "node": nodes, "job": None}
+
+    def _decide_without_culprits(self, snapshot: Snapshot, running: dict[str, RunRow],
+                                 reasons: list[str]) -> tuple[Proposal, Snapshot]:
+        """The planner's decision; when it fails, the waiting job that alone makes it fail
+        (planner.culprit) is failed with the reason and the rest decided again, up to
+        MAX_CULPRITS jobs a tick. Returns the decision and the snapshot it was made on."""
+        current = {job_id: Assignment(run.node, len(run.gpu_indices))
+                   for job_id, run in running.items()}
+        for _ in range(MAX_CULPRITS):
+            try:
+                return self.planner.decide(snapshot, current, reasons, self.owners,
+                                           self.drained), snapshot
+            except Exception as exc:
+                culprit = self.planner.culprit(snapshot, self.owners, self.drained)
+                if culprit is None:
+                    raise
+                self._fail_unplannable(culprit, exc)
+                snapshot = replace(snapshot, jobs=tuple(v for v in snapshot.jobs
+                                                        if v.job_id != culprit))
+        return self.planner.decide(snapshot, current, reasons, self.owners,
+                                   self.drained), snapshot
+
+    def _fail_unplannable(self, job_id: str, exc: Exception) -> None:
+        log.error("job %s fails: the scheduler cannot plan it (%s: %s)", job_id,
+                  type(exc).__name__, exc)
+        with self.store.session() as s:
+            job = must_get(s, JobRow, job_id)
+            job.state = JobState.FAILED
+            job.message = (f"the scheduler cannot plan this job ({type(exc).__name__}: {exc}), "
+                           "so it fails alone rather than stop every user's planning; check "
+                           "its profile and epochs")[:2000]
 
     def what_if(self, job: JobRow, owner: str) -> JobForecast:
         """The forecast of a job not yet submitted, planned with the current queue (for

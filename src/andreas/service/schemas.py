@@ -12,6 +12,9 @@ MAX_ARGS = 1000  # arguments of a command
 MAX_EPOCHS = 1e9
 MIN_EPOCHS = 1e-3  # below this a job would count as done before it starts
 MAX_DEADLINE_S = 10 * 365 * 86400.0  # ten years
+MIN_RUN_S = 0.01  # a job's whole run in any configuration (epochs x seconds per epoch) ...
+MAX_RUN_S = MAX_DEADLINE_S  # ... lies between these: the planner divides by it, and forecasts
+#                             and views turn it into dates
 MAX_UNIX_TIME = 4102444800.0  # 2100-01-01: a due date past it is a unit mistake
 MAX_WEIGHT = 1e6  # EUR per second late
 MAX_PROFILE_ROWS = 256

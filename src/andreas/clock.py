@@ -38,11 +38,35 @@ def parse_due(text: str) -> float:
     return when.timestamp()
 
 
+# the Unix times a datetime can show, with a day to spare for any time zone
+_FIRST = dt.datetime(1, 1, 2, tzinfo=dt.timezone.utc).timestamp()
+_LAST = dt.datetime(9999, 12, 30, tzinfo=dt.timezone.utc).timestamp()
+
+
+def moment(t: float, tz: dt.tzinfo | None = None) -> dt.datetime | None:
+    """The datetime of Unix time `t` (local time, or in `tz`), held to the years 1-9999 a
+    datetime can show; None for NaN. Views show a job's own values (a forecast may end
+    thousands of years ahead), and `datetime.fromtimestamp` raises past that range: one job
+    once made every admin's job list and dashboard fail."""
+    if t != t:
+        return None
+    return dt.datetime.fromtimestamp(min(max(t, _FIRST), _LAST), tz)
+
+
+def iso_utc(t: float) -> str:
+    """Unix time `t` in ISO 8601, UTC, to the second (held to the years 1-9999)."""
+    when = moment(t, dt.timezone.utc)
+    return "-" if when is None else when.isoformat(timespec="seconds")
+
+
 def local_time(t: float | None, now: float) -> str:
     """A time as the local clock shows it, with the date when it is not today's ('-' for
-    none)."""
-    if t is None:
+    none); past the year 9999, 'after 9999'."""
+    when = None if t is None else moment(t)
+    if when is None or t is None:
         return "-"
-    moment = dt.datetime.fromtimestamp(t)
-    today = dt.datetime.fromtimestamp(now).date()
-    return moment.strftime("%H:%M:%S" if moment.date() == today else "%Y-%m-%d %H:%M")
+    if t >= _LAST:
+        return "after 9999"
+    today = moment(now)
+    return when.strftime("%H:%M:%S" if today is not None and when.date() == today.date()
+                         else "%Y-%m-%d %H:%M")

@@ -9,7 +9,6 @@ import asyncio
 import functools
 import sys
 import uuid
-from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
 from sqlalchemy import func, select
@@ -17,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
 
 from ..catalogue import canonical_gpu
+from ..clock import iso_utc
 from ..io import feasible_configs
 from .config import ServiceConfig
 from .db import JobRow, RunRow, User
@@ -404,7 +404,7 @@ def logs_tail(scheduler: Scheduler, run_ids: list[int], job_id: str, tail_bytes:
 
 
 def iso(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")
+    return iso_utc(t)
 
 
 def read_tail(path: Path, max_bytes: int) -> str:

@@ -6,9 +6,10 @@ strict Content-Security-Policy, and with a screen reader (every bar has a <title
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass
 from html import escape
+
+from ..clock import moment
 
 GOLDEN_ANGLE = 137.508  # degrees: successive hues as far apart as they can be
 
@@ -39,9 +40,9 @@ class Bar:
 
 
 def _clock(t: float, span: float) -> str:
-    moment = dt.datetime.fromtimestamp(t)
-    return moment.strftime("%H:%M:%S" if span < 600 else "%H:%M" if span < 86400
-                           else "%d %H:%M")
+    when = moment(t)
+    return "-" if when is None else when.strftime(
+        "%H:%M:%S" if span < 600 else "%H:%M" if span < 86400 else "%d %H:%M")
 
 
 def _ticks(t0: float, t1: float, count: int = 6) -> list[float]:

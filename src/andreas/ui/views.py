@@ -134,7 +134,7 @@ def _planned_node(scheduler: Scheduler, info, job_id: str, start: float
 def forecast_charts(scheduler: Scheduler, job: JobOut, now: float) -> list[str]:
     """The job's predicted end and the cost still to come as predicted at each decision since
     the service started, against its due date and what it has cost so far (or in all)."""
-    import datetime as dt
+    from ..clock import moment
 
     points = list(scheduler.forecast_history.get(job.id, ()))
     if not points:
@@ -144,7 +144,8 @@ def forecast_charts(scheduler: Scheduler, job: JobOut, now: float) -> list[str]:
     measured = (job.measured or {}).get("total_cost")
 
     def clock(t: float) -> str:
-        return dt.datetime.fromtimestamp(t).strftime("%H:%M:%S")
+        when = moment(t)
+        return "-" if when is None else when.strftime("%H:%M:%S")
 
     ends = step_chart(times, [p[1] for p in points], unit="", title="Predicted end, by "
                       "decision", label=clock, reference=(job.due_date, "due"), floor=None)

@@ -1,0 +1,76 @@
+"""Views never fail on a job's values: a forecast thousands of years ahead (before run times
+were bounded, 1e9 epochs of 1e9 s) made `/ui/` answer 500 and `andreas jobs --all` crash for
+every admin, even after the job was cancelled."""
+
+import math
+import re
+import threading
+import time
+from collections import deque
+
+import uvicorn
+from conftest import wait_for, write_service_files
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from andreas.cli import app as client_app
+from andreas.clock import iso_utc, local_time, moment
+from andreas.service.api import create_app
+from andreas.service.config import read_service_config
+from andreas.service.sandbox import free_port
+
+ADMIN = {"Authorization": "Bearer admin-secret"}
+FAR = 1e18  # seconds: some 3e10 years ahead
+
+
+def test_times_past_what_a_date_can_show_are_held_not_raised():
+    now = time.time()
+    assert local_time(FAR, now) == "after 9999"
+    assert local_time(-FAR, now).startswith("1-01-0")  # the first days a date can show
+    assert local_time(math.inf, now) == "after 9999" and local_time(math.nan, now) == "-"
+    assert iso_utc(FAR).startswith("9999-12-30T") and iso_utc(-math.inf).startswith("0001-01-02")
+    assert moment(math.nan) is None
+
+
+def _sign_in(client) -> None:
+    form = client.get("/ui/login").text
+    nonce = re.search(r'name="nonce" value="([^"]+)"', form).group(1)
+    answer = client.post("/ui/login", data={"token": "admin-secret", "nonce": nonce,
+                                            "next": "/ui/"}, follow_redirects=False)
+    assert answer.status_code == 303 and "error" not in answer.headers["location"]
+
+
+def test_a_forecast_past_the_year_9999_breaks_no_view(tmp_path):
+    port = free_port()
+    config = read_service_config(write_service_files(
+        tmp_path, extra=f"public_url: http://127.0.0.1:{port}\n"))
+    application = create_app(config, admin_token="admin-secret")
+    server = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port,
+                                           log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: server.started, timeout=60, what="the service to start")
+        with TestClient(application) as client:
+            job = client.post("/jobs", headers=ADMIN, json={
+                "command": ["sleep", "600"], "epochs": 1, "deadline_s": 600,
+                "profile": "one"}).json()["id"]
+            wait_for(lambda: client.get(f"/jobs/{job}", headers=ADMIN).json()["state"] ==
+                     "running", timeout=60, what="the job to start")
+            scheduler = application.state.scheduler
+            scheduler.plan.forecast[job] = {**scheduler.plan.forecast.get(job, {}),
+                                            "start": FAR, "completion": FAR}
+            scheduler.forecast_history[job] = deque([(time.time(), FAR, 1.0)])
+            assert client.get(f"/jobs/{job}", headers=ADMIN).status_code == 200
+            _sign_in(client)
+            for page in ("/ui/", f"/ui/jobs/{job}", "/ui/plan"):
+                assert client.get(page).status_code == 200, page
+            result = CliRunner().invoke(client_app, ["jobs", "--all", "--url",
+                                                     f"http://127.0.0.1:{port}", "--token",
+                                                     "admin-secret"])
+            assert result.exit_code == 0, result.output
+            assert "after 9999" in result.output
+            client.post(f"/jobs/{job}/cancel", headers=ADMIN)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=60)

@@ -22,8 +22,8 @@ nodes:
   - {name: b, gpu_type: SMALL, gpus: 1}
 """
 GOOD_PROFILES = """\
-profile,gpu_type,gpus,seconds_per_epoch,note
-resnet,BIG,1,10,extra columns are ignored
+profile,gpu_type,gpus,seconds_per_epoch,x-note
+resnet,BIG,1,10,an x- column is the writer's own note
 resnet,BIG,2,6,
 resnet,SMALL,1,25,
 """

@@ -7,6 +7,7 @@ keys are accepted and ignored, so users can keep their own annotations in the fi
 from __future__ import annotations
 
 import csv
+import difflib
 import math
 from pathlib import Path
 from typing import Any, Iterator
@@ -22,6 +23,8 @@ PROFILES_FILE = "profiles.csv"
 WORKLOAD_FILE = "workload.csv"
 PROFILE_COLUMNS = ("profile", "gpu_type", "gpus", "seconds_per_epoch")
 POWER_LIMIT_COLUMNS = ("power_limit_w", "gpu_power_w")  # optional: see docs/power-limits.md
+#: what `andreas profile` measured beside the speed: kept in the file, not read by the planner
+MEASURED_COLUMNS = ("spread_s", "samples", "startup_s", "measured_power_w", "startup_power_w")
 WORKLOAD_COLUMNS = ("job_id", "submit_time", "due_date", "tardiness_weight", "epochs", "profile")
 # optional per-job controls (model.Job), written only when some job departs from the default
 WORKLOAD_FLAGS_DEFAULTS = {"preemptible": True, "start_asap": False}
@@ -94,6 +97,20 @@ class _Fields:
     def get(self, key: str) -> _Located | None:
         return self.located.value.get(key)
 
+    def only(self, *known: str) -> None:
+        """Refuse a key that is not one of `known`: a misspelt key (`PUE:` for `pue:`) would
+        otherwise be ignored and change results without a word. A key starting with `x-` is
+        the writer's own annotation, left alone."""
+        for key, item in self.located.value.items():
+            text = str(key)
+            if text in known or text.startswith("x-"):
+                continue
+            lowered = {k.lower(): k for k in known}
+            close = difflib.get_close_matches(text.lower(), list(lowered), n=1, cutoff=0.6)
+            hint = f"did you mean {lowered[close[0]]!r}? " if close else ""
+            raise self.error(self.name(text), f"unknown key; {hint}expected one of "
+                             f"{', '.join(known)} (or x-... for your own notes)", item.line)
+
     def require(self, key: str) -> _Located:
         item = self.get(key)
         if item is None or item.value is None:
@@ -127,9 +144,13 @@ class _Fields:
         return self.number(key, default=default, minimum=minimum, positive=positive)
 
 
+CLUSTER_KEYS = ("energy_price", "pue", "restart_overhead_s", "gpu_types", "nodes")
+
+
 def read_cluster(path: Path, *, require_nodes: bool = True) -> Cluster:
     """Read `cluster.yaml`; a generator template may leave out `nodes`."""
     doc = _Fields(path, _load_yaml(path))
+    doc.only(*CLUSTER_KEYS)
     tariff = None
     price_item = doc.get("energy_price")
     if price_item is not None and isinstance(price_item.value, dict):
@@ -178,6 +199,7 @@ def read_cluster(path: Path, *, require_nodes: bool = True) -> Cluster:
             gpu_types[name] = GpuType(name, ())
             continue
         entry = _Fields(path, located, f"gpu_types.{raw_name}")
+        entry.only("node_power_w", "idle_power_w", "restart_power_w")
         power_item = entry.require("node_power_w")
         power = power_item.value
         if not isinstance(power, list) or not power:
@@ -205,6 +227,7 @@ def read_cluster(path: Path, *, require_nodes: bool = True) -> Cluster:
     seen: set[str] = set()
     for i, located in enumerate(nodes_item.value):
         entry = _Fields(path, located, f"nodes[{i}]")
+        entry.only("name", "gpu_type", "gpus")
         name = str(entry.require("name").value)
         if name in seen:
             raise entry.error(entry.name("name"), f"duplicate node name {name!r}")
@@ -242,6 +265,7 @@ def read_tariff(path: Path, doc: "_Fields") -> Tariff:
 
     `start` (a timestamp prefix found in the first column, or a row number from 0) is the row
     at simulation time 0; `scale` multiplies every price (e.g. USD to EUR)."""
+    doc.only("csv", "start", "unit", "scale", "eur_per_kwh", "step_s", "offset_s")
     step = doc.number("step_s", default=3600.0, positive=True)
     scale = doc.number("scale", default=1.0)
     unit_item = doc.get("unit")
@@ -347,11 +371,14 @@ def _complete_types(gpu_types: dict[str, GpuType], from_catalogue: list[str],
 
 # --------------------------------------------------------------------------- CSV with lines
 def csv_rows(path: Path, columns: tuple[str, ...], *, pad_short: bool = False,
-             optional: tuple[str, ...] = ()) -> Iterator[tuple[int, dict[str, str]]]:
+             optional: tuple[str, ...] = (), strict: bool = False,
+             known: tuple[str, ...] = ()) -> Iterator[tuple[int, dict[str, str]]]:
     """Yield (line number, row of the required columns, stripped) and check the header has
     every required column. A row with too few values is an error, or with `pad_short` is
     padded with empty values (so that the caller's field check reports or skips it).
-    `optional` columns are yielded too, empty when the header lacks them."""
+    `optional` columns are yielded too, empty when the header lacks them. `strict`: any
+    other column is an error (a misspelt optional column would be ignored), except the
+    `known` ones (accepted, not yielded) and one named x-... (the writer's own)."""
     try:
         handle = path.open(newline="", encoding="utf-8")
     except FileNotFoundError:
@@ -367,6 +394,15 @@ def csv_rows(path: Path, columns: tuple[str, ...], *, pad_short: bool = False,
             if column not in header:
                 raise ScenarioError(path, f"missing column; expected columns {', '.join(columns)}",
                                     line=1, field=column)
+        if strict:
+            accepted = columns + optional + known
+            for column in header:
+                if column not in accepted and not column.startswith("x-"):
+                    close = difflib.get_close_matches(column.lower(), accepted, n=1)
+                    hint = f"did you mean {close[0]!r}? " if close else ""
+                    raise ScenarioError(path, f"unknown column; {hint}expected columns "
+                                        f"{', '.join(accepted)} (or x-... for your own "
+                                        "notes)", line=1, field=column)
         index = {c: header.index(c) for c in columns + optional if c in header}
         absent = {c: "" for c in optional if c not in header}
         for row in reader:
@@ -407,7 +443,8 @@ def read_profiles(path: Path, cluster: Cluster) -> Profiles:
     table: dict[str, dict[tuple[str, int], float]] = {}
     levels: dict[str, dict[tuple[str, int], list[PowerLevel]]] = {}
     first_line: dict[tuple[str, tuple[str, int]], tuple[int, bool]] = {}
-    for line, row in csv_rows(path, PROFILE_COLUMNS, optional=POWER_LIMIT_COLUMNS):
+    for line, row in csv_rows(path, PROFILE_COLUMNS, optional=POWER_LIMIT_COLUMNS, strict=True,
+                              known=MEASURED_COLUMNS):
         gpu_type = canonical_gpu(row["gpu_type"]) or row["gpu_type"]
         if gpu_type not in cluster.gpu_types:
             raise ScenarioError(path, f"unknown GPU type {gpu_type!r}; expected one of "

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import AndreasError, ScenarioError
-from ..io import Fields, load_located_yaml, read_cluster, read_profiles
+from ..io import CLUSTER_KEYS, Fields, load_located_yaml, read_cluster, read_profiles
 from ..model import Cluster, Profiles
 from ..policies import POLICIES
 from ..policies.options import check_options, option_specs
@@ -48,6 +48,17 @@ while the scheduler decides, the service answers nothing else, so a live decisio
 
 DEFAULT_PRIORITY_WEIGHTS = {1: 0.0001, 2: 0.0002, 3: 0.0005, 4: 0.001, 5: 0.002}
 """Tardiness weight (EUR per second late) for priorities 1 (lowest) to 5 (highest)."""
+
+
+SERVICE_KEYS = (
+    "cluster", "profiles", "database_url", "data_dir", "executor", "ray_address",
+    "slurm_partition", "gpu_indices", "job_user", "job_users", "jobs_as_service_user", "policy",
+    "policy_options", "decision_budget_ms", "decide_in", "decide_nice", "forecast_budget_s",
+    "period_s", "poll_s", "grace_s", "max_body_bytes", "auth_max_failures", "auth_window_s",
+    "public_url", "priority_weights", "learn", "replan_deviation", "quotas", "max_retries",
+    "max_upload_bytes", "upload_ttl_s", "allowed_roots")
+"""Every key service.yaml may hold; any other is an error (io.Fields.only)."""
+CLUSTER_FILE_KEYS = frozenset(CLUSTER_KEYS)
 
 
 @dataclass(frozen=True)
@@ -110,6 +121,12 @@ def read_service_config(path: str | Path) -> ServiceConfig:
     path = Path(path)
     base = path.parent
     doc = Fields(path, load_located_yaml(path))
+    for key, item in doc.located.value.items():
+        if str(key).lower() in CLUSTER_FILE_KEYS or str(key).lower().startswith("restart_overhead"):
+            raise doc.error(str(key), "unknown key here; it belongs in the cluster file (the "
+                            "one `cluster:` names), which describes the GPUs, price and PUE",
+                            item.line)
+    doc.only(*SERVICE_KEYS)
 
     def text(key: str, default: str | None = None) -> str:
         item = doc.get(key)

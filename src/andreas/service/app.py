@@ -38,7 +38,11 @@ def serve(config_path: str | Path, *, database_url: str | None = None,
     gc.freeze()
     threading.Thread(target=check_public_url, args=(config.public_url,), daemon=True,
                      name="andreas-public-url").start()
-    uvicorn.run(app, host=host, port=port, log_level="info")
+    # X-Forwarded-For only from the proxies the operator names (uvicorn's default believes
+    # it from the loopback, where any local client can name a new address per request)
+    uvicorn.run(app, host=host, port=port, log_level="info",
+                proxy_headers=bool(config.trusted_proxies),
+                forwarded_allow_ips=",".join(config.trusted_proxies) or None)
 
 
 def check_public_url(url: str, wait_s: float = 30.0) -> bool:

@@ -37,6 +37,7 @@ from ..service.jobs import (
     visible_job,
     visible_jobs,
 )
+from ..service.routes.deps import refuse
 from ..service.schemas import JobSubmit
 from ..service.states import FINAL_STATES
 from .views import STATES, cluster_view, forecast_charts, plan_view, user_names
@@ -117,16 +118,14 @@ def login(request: Request, token: str = Form(..., max_length=500),
     expected = request.cookies.get(LOGIN_NONCE)
     if not expected or not hmac.compare_digest(expected, nonce):
         raise HTTPException(403, "the sign-in form expired or came from elsewhere; reload it")
-    limiter = request.app.state.limiter
     address = request.client.host if request.client else "?"
-    if limiter.retry_after(address) > 0:
-        return RedirectResponse("/ui/login?error=" + quote("too many failed sign-ins; wait "
-                                                           "a minute"), status_code=303)
     user = request.app.state.store.user_for(token.strip())
-    if user is None:
-        limiter.failed(address)
-        return RedirectResponse("/ui/login?error=" + quote("unknown, revoked or expired "
-                                                           "token"), status_code=303)
+    if user is None:  # a valid token signs in whatever its address did before
+        refused = refuse(request, address, 401, "unknown, revoked or expired token",
+                         token.strip())
+        return RedirectResponse("/ui/login?error=" + quote(
+            "too many failed sign-ins; wait a minute" if refused.status_code == 429
+            else "unknown, revoked or expired token"), status_code=303)
     response = RedirectResponse(_local(next), status_code=303)
     response.set_cookie(SESSION, token.strip(), httponly=True, samesite="strict", path="/",
                         secure=request.url.scheme == "https", max_age=SESSION_S)

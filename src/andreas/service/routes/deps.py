@@ -17,7 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from ..config import ServiceConfig
 from ..db import User
 from ..scheduler import Scheduler
-from ..store import Store
+from ..store import Store, hash_token
 
 MAX_ID = 2**31 - 1  # integer ids fit both engines' INTEGER (a larger one was a 500 on SQLite)
 bearer = HTTPBearer(auto_error=False, description="an API token (`andreas tokens create`; the "
@@ -45,19 +45,31 @@ Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 
 
 def check_rate(request: Request) -> str:
-    """The client's address, refused with 429 while it has failed too often."""
-    address = request.client.host if request.client else "?"
-    wait = request.app.state.limiter.retry_after(address)
+    """The client's address (as the socket gives it; a proxy's X-Forwarded-For only when the
+    operator trusts that proxy: `trusted_proxies`)."""
+    return request.client.host if request.client else "?"
+
+
+def refuse(request: Request, address: str, status: int, detail: str,
+           token: str | None = None) -> HTTPException:
+    """A refusal that counts as a failed login of `address` and of the `token` tried; past
+    the limit of either, a 429 with Retry-After instead. A valid token is never refused
+    here, whatever its address did: 20 bad tokens from one address (a shared NAT, the jobs'
+    own machine) once locked out every valid token from it."""
+    limiter = request.app.state.limiter
+    keys = [address] + ([token_key(token)] if token else [])
+    wait = max(limiter.retry_after(key) for key in keys)  # before this failure counts
+    for key in keys:
+        limiter.failed(key)
     if wait > 0:
-        raise HTTPException(429, f"too many failed logins from {address}; try again in "
-                                 f"{wait:.0f} s", headers={"Retry-After": f"{wait:.0f}"})
-    return address
-
-
-def refuse(request: Request, address: str, status: int, detail: str) -> HTTPException:
-    """A refusal that counts as a failed login of `address`."""
-    request.app.state.limiter.failed(address)
+        return HTTPException(429, f"too many failed logins from {address}; try again in "
+                                  f"{wait:.0f} s", headers={"Retry-After": f"{wait:.0f}"})
     return HTTPException(status, detail)
+
+
+def token_key(token: str) -> str:
+    """The limiter's key for a token tried (its hash: the token itself is not kept)."""
+    return "token:" + hash_token(token)[:16]
 
 
 def missing_token(request: Request, address: str) -> HTTPException:
@@ -74,7 +86,7 @@ async def current_user(request: Request, credentials: Credentials, svc: Services
     if not known:
         user = await run_in_threadpool(svc.store.user_for, credentials.credentials)
     if user is None:
-        raise refuse(request, address, 401, "invalid or revoked token")
+        raise refuse(request, address, 401, "invalid or revoked token", credentials.credentials)
     return user
 
 

@@ -137,7 +137,7 @@ def progress(job_id: str, body: ProgressIn, request: Request, credentials: Crede
         if job is None:  # the same answer as for a job that exists: ids do not leak
             user = svc.store.user_for(credentials.credentials)
             if user is None or user.role != "admin":
-                raise refuse(request, address, 403, refused)
+                raise refuse(request, address, 403, refused, credentials.credentials)
             raise HTTPException(404, f"no job {job_id!r}")
         run = s.scalar(select(RunRow).where(RunRow.job_id == job_id,
                                             RunRow.state.in_(LIVE_RUN_STATES))
@@ -145,7 +145,7 @@ def progress(job_id: str, body: ProgressIn, request: Request, credentials: Crede
         if run is None or run.token_hash != digest:
             user = svc.store.user_for(credentials.credentials)
             if user is None or (user.role != "admin" and user.id != job.owner_id):
-                raise refuse(request, address, 403, refused)
+                raise refuse(request, address, 403, refused, credentials.credentials)
             if run is None:
                 raise HTTPException(409, f"job {job_id!r} is not running")
         if body.epochs_done > job.epochs + 1e-9:

@@ -74,3 +74,35 @@ def test_a_forecast_past_the_year_9999_breaks_no_view(tmp_path):
     finally:
         server.should_exit = True
         thread.join(timeout=60)
+
+
+def test_a_log_tail_of_bytes_that_are_not_utf8_stays_within_its_byte_limit(tmp_path):
+    from andreas.service.jobs import last_bytes, read_tail
+
+    log = tmp_path / "run-1.log"
+    log.write_bytes(b"\xff" * 300_000)  # each decodes to U+FFFD, three bytes as UTF-8
+    text = read_tail(log, 100_000)
+    assert len(text.encode("utf-8")) <= 100_000 and set(text) == {"\ufffd"}
+    # "aé" is 3 bytes: the last 5 bytes are "éaé"; the last 4 cut an "é", which is dropped
+    assert last_bytes("aé" * 10, 5) == "éaé" and last_bytes("aé" * 10, 4) == "aé"
+
+
+def test_a_job_name_cannot_write_to_an_admins_terminal():
+    import io
+
+    from rich.console import Console
+
+    from andreas.client import Job
+    from andreas.client_cli import jobs_table
+
+    name = "x\x1b]0;owned\x07\x1b[31m[link=http://evil.example]click[/link]"
+    job = Job.of({"id": "job-1", "name": name, "owner": "eve\x1b[2J", "state": "queued",
+                  "epochs": 1.0, "epochs_done": 0.0, "submitted_at": time.time(),
+                  "due_date": time.time() + 60, "weight": 1.0,
+                  "reason": "[bold]urgent[/bold]"})
+    out = io.StringIO()
+    Console(file=out, force_terminal=True, width=300).print(jobs_table([job], time.time()))
+    shown = out.getvalue()
+    assert "owned" in shown and "\x1b]0;" not in shown and "\x1b[2J" not in shown
+    assert "evil.example" in shown and "\x1b]8;" not in shown  # shown as text, not a link
+    assert "[bold]urgent[/bold]" in shown

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from .client import Client, Job, Token
 from .clock import local_time, parse_due, parse_duration
-from .console import console, user_errors
+from .console import console, plain, user_errors
 from .errors import AndreasError
 from .service.states import WAITING_STATES
 
@@ -54,11 +54,11 @@ def jobs_table(jobs: list[Job], now: float) -> Table:
                  "COST EUR", "", "REASON"):
         t.add_column(name, overflow="fold")
     for j in jobs:
-        t.add_row(j.id, j.name, j.owner, j.state, f"{j.epochs_done:g}/{j.epochs:g}",
-                  j.node or "-", local_time(j.predicted_start if j.state in WAITING_STATES
+        t.add_row(j.id, plain(j.name), plain(j.owner), j.state, f"{j.epochs_done:g}/{j.epochs:g}",
+                  plain(j.node or "-"), local_time(j.predicted_start if j.state in WAITING_STATES
                                        else j.raw.get("first_started_at"), now),
                   local_time(j.predicted_completion, now), local_time(j.due_date, now),
-                  _eur(j.predicted_cost), _timing(j), j.reason or "")
+                  _eur(j.predicted_cost), _timing(j), plain(j.reason or ""))
     return t
 
 
@@ -145,14 +145,14 @@ def submit_cmd(
         _print_json(job.raw)
         return
     now = time.time()
-    console.print(f"submitted {job.id} ({job.name}): {job.state}", highlight=False)
+    console.print(f"submitted {job.id} ({plain(job.name)}): {job.state}", highlight=False)
     if job.predicted_completion is not None:
         console.print(f"forecast: start {local_time(job.predicted_start, now)}, end "
                       f"{local_time(job.predicted_completion, now)} ({_timing(job)}, due "
                       f"{local_time(job.due_date, now)}), cost {_eur(job.predicted_cost)} EUR",
                       highlight=False)
     if job.reason:
-        console.print(f"waiting: {job.reason}", highlight=False)
+        console.print(f"waiting: {plain(job.reason)}", highlight=False)
 
 
 def _inside(folder: Path, script: Path) -> str:
@@ -205,8 +205,8 @@ def show_cmd(job_id: str = typer.Argument(..., help="A job id."),
     raw = job.raw
     measured = raw.get("measured") or {}
     lines = [
-        ("job", f"{job.id} ({job.name}), user {job.owner}"),
-        ("state", job.state + (f": {job.message}" if job.message else "")),
+        ("job", f"{job.id} ({plain(job.name)}), user {plain(job.owner)}"),
+        ("state", job.state + (f": {plain(job.message)}" if job.message else "")),
         ("progress", f"{job.epochs_done:g} of {job.epochs:g} epochs"),
         ("command", " ".join(raw.get("command", []))),
         ("due", f"{local_time(job.due_date, now)}, {job.weight:g} EUR per second late"),
@@ -220,7 +220,7 @@ def show_cmd(job_id: str = typer.Argument(..., help="A job id."),
     ]
     if job.reason:
         held = f" (held until {local_time(job.held_until, now)})" if job.held_until else ""
-        lines.insert(2, ("waiting", job.reason + held))
+        lines.insert(2, ("waiting", plain(job.reason) + held))
     for label, text in lines:
         console.print(f"[bold]{label:>12}[/bold]  {text}", highlight=False)
     if runs:
@@ -359,7 +359,7 @@ def tokens_table(tokens: list[Token], now: float) -> Table:
         t.add_column(name)
     for tok in tokens:
         status = "revoked" if tok.revoked else ("valid" if tok.valid else "expired")
-        t.add_row(str(tok.id), tok.user, tok.role, local_time(tok.created_at, now),
+        t.add_row(str(tok.id), plain(tok.user), tok.role, local_time(tok.created_at, now),
                   local_time(tok.expires_at, now) if tok.expires_at else "never", status)
     return t
 
@@ -402,4 +402,4 @@ def tokens_revoke_cmd(token_ids: list[int] = typer.Argument(..., help="Token ids
     with _client(url, token) as client:
         for token_id in token_ids:
             revoked = client.revoke_token(token_id)
-            console.print(f"token {revoked.id} of {revoked.user}: revoked", highlight=False)
+            console.print(f"token {revoked.id} of {plain(revoked.user)}: revoked", highlight=False)

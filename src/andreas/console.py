@@ -3,12 +3,14 @@ error becomes one line on stderr and exit code 2 instead of a traceback."""
 
 from __future__ import annotations
 
+import re
 import sys
 from functools import wraps
 from typing import Callable
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from .errors import AndreasError
 
@@ -26,3 +28,13 @@ def user_errors(fn: Callable) -> Callable:
             err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
     return wrapper
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def plain(value: object) -> str:
+    """A value someone else wrote (a job's name, message or reason, a user name) as text to
+    show: control characters removed (an escape sequence could retitle, recolour or rewrite
+    an admin's terminal) and rich's markup escaped (`[link=...]` would become a link)."""
+    return escape(_CONTROL.sub("", "" if value is None else str(value)))

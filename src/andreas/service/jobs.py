@@ -399,8 +399,16 @@ def logs_tail(scheduler: Scheduler, run_ids: list[int], job_id: str, tail_bytes:
         text = read_tail(path, left)
         part = f"--- run {run_id} ---\n{text}"
         parts.append(part)
-        left -= len(part)
-    return "".join(reversed(parts))[-tail_bytes:]
+        left -= len(part.encode())
+    return last_bytes("".join(reversed(parts)), tail_bytes)
+
+
+def last_bytes(text: str, limit: int) -> str:
+    """The end of `text` that is at most `limit` bytes as UTF-8 (a character cut at the start
+    is dropped). Bytes that were not UTF-8 decode to U+FFFD, three bytes each: a 50 MB log of
+    such bytes became a 150 MB answer when the tail was cut in characters."""
+    data = text.encode("utf-8")
+    return text if len(data) <= limit else data[-limit:].decode("utf-8", errors="ignore")
 
 
 def iso(t: float) -> str:
@@ -414,6 +422,6 @@ def read_tail(path: Path, max_bytes: int) -> str:
         with path.open("rb") as f:
             size = f.seek(0, 2)
             f.seek(max(0, size - max_bytes))
-            return f.read(max_bytes).decode("utf-8", errors="replace")
+            return last_bytes(f.read(max_bytes).decode("utf-8", errors="replace"), max_bytes)
     except FileNotFoundError:
         return ""

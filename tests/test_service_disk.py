@@ -381,3 +381,35 @@ def test_postgresql_on_a_file_system_turned_read_only_answers_503_and_recovers(t
                          what="the job to stop")
         finally:
             server.cleanup()
+
+
+def test_an_upload_to_a_full_disk_is_a_507_and_nothing_is_kept(small_disk, tmp_path):
+    service = _service(tmp_path, small_disk / "svc")
+    with service:
+        _fill(small_disk / "filler")
+        body = os.urandom(2 << 20)  # incompressible: it cannot fit
+        refused = service.post("/uploads", content=body,
+                               headers={"Content-Type": "application/gzip"})
+        assert refused.status_code == 507, refused.text  # before: a 500
+        assert "the service's disk is full; nothing was stored" in refused.json()["detail"]
+        assert int(refused.headers["Retry-After"]) > 0
+        assert not any((small_disk / "svc" / "state" / "uploads").iterdir())
+
+
+def test_healthz_is_degraded_when_inodes_run_out(tmp_path):
+    from andreas.service.routes.health import LOW_INODES
+
+    with _tmpfs(tmp_path / "disk", f"size=64m,nr_inodes={LOW_INODES + 400}") as disk:
+        service = _service(tmp_path, disk / "svc")
+        with service:
+            health = service.get("/healthz").json()
+            assert health["status"] == "ok" and health["data_dir"]["free_inodes"] > 0, health
+            for i in range(health["data_dir"]["free_inodes"]):  # empty files: bytes to spare
+                try:
+                    (disk / f"f{i}").touch()
+                except OSError:
+                    break
+            health = service.get("/healthz").json()  # before: ok, with 0 free inodes
+            assert health["status"] == "degraded" and health["data_dir"]["low"], health
+            assert health["data_dir"]["free_inodes"] < LOW_INODES
+            assert health["data_dir"]["free_bytes"] > 16 * 1024 * 1024

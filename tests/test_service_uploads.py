@@ -130,3 +130,27 @@ def test_uploads_are_deleted_once_older_than_upload_ttl_s(tmp_path):
         assert r.status_code == 404 and "send the folder again" in r.json()["detail"]
         assert c.post("/jobs", headers=ADMIN, json={**job, "working_dir": recent["id"]}) \
             .status_code == 201
+
+
+def test_an_archive_of_too_many_members_or_a_file_and_folder_at_once_is_refused(tmp_path):
+    from andreas.service import uploads
+
+    config = read_service_config(write_service_files(tmp_path))
+    with TestClient(create_app(config, admin_token="admin-secret", run_scheduler=False)) as c:
+        def post(body: bytes):
+            return c.post("/uploads", content=body, headers={
+                **ADMIN, "Content-Type": "application/gzip"})
+        # a file, then a folder below it: before, accepted, and the job's submission was a 500
+        # when it was unpacked
+        clash = post(archive({"a": b"x", "a/b": b"y"}))
+        assert clash.status_code == 422, clash.text
+        assert "'a/b' is both a file and a folder" in clash.json()["detail"]
+        # empty files, one more than the limit (the archive had two million): refused
+        # after reading the limit's worth of headers, not all of them
+        many = {f"f{i}": b"" for i in range(uploads.MAX_MEMBERS + 1)}
+        started = time.monotonic()
+        refused = post(archive(many))
+        assert refused.status_code == 422, refused.text
+        assert f"more than {uploads.MAX_MEMBERS} files and folders" in refused.json()["detail"]
+        assert not any((config.data_dir / "uploads").iterdir())  # nothing kept
+        assert time.monotonic() - started < 120

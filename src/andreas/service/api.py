@@ -128,7 +128,9 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
 
     @app.exception_handler(Refused)
     async def _refused(request: Request, exc: Refused):
-        return JSONResponse(status_code=exc.status, content={"detail": exc.detail})
+        return JSONResponse(status_code=exc.status, content={"detail": exc.detail},
+                            headers=None if exc.retry_after is None
+                            else {"Retry-After": str(exc.retry_after)})
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):

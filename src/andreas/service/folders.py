@@ -66,5 +66,7 @@ def refused_write(exc: OSError, folder: Path) -> FolderRefused | None:
     path = Path(exc.filename)
     if not path.is_relative_to(folder):
         return None
-    return FolderRefused(f"cannot write to {path} in the data folder {folder}: "
-                         f"{exc.strerror}; jobs wait until it takes writes again")
+    # the reason first: a failed tick's description keeps 200 characters, and two long
+    # paths before it once cut "Read-only" to "Read-onl"
+    return FolderRefused(f"the data folder refuses writes ({exc.strerror}): jobs wait until "
+                         f"it takes them again; cannot write to {path} in {folder}")

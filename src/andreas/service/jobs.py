@@ -34,11 +34,12 @@ from .store import Store, in_batches
 
 
 class Refused(Exception):
-    """A request the service refuses: `status` is the HTTP status, `detail` the sentence."""
+    """A request the service refuses: `status` is the HTTP status, `detail` the sentence,
+    `retry_after` (seconds) when trying again later may succeed."""
 
-    def __init__(self, status: int, detail: str) -> None:
+    def __init__(self, status: int, detail: str, retry_after: int | None = None) -> None:
         super().__init__(detail)
-        self.status, self.detail = status, detail
+        self.status, self.detail, self.retry_after = status, detail, retry_after
 
 
 def owned_job_ids(s, user: User) -> set[str] | None:

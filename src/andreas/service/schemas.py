@@ -105,6 +105,7 @@ ERROR_RESPONSES: dict[int | str, dict] = {  # JSON also on routes that answer pl
         (422, "a field is missing, unknown, or out of range; the text names it"),
         (429, "too many failed logins from this address"),
         (503, "the database is unreachable for the moment; retry after Retry-After seconds"),
+        (507, "the service's disk is full; nothing was stored; retry after Retry-After seconds"),
     )}
 
 

@@ -12,6 +12,7 @@ expired ones, so the folder holds at most what was sent within that time.
 
 from __future__ import annotations
 
+import errno
 import json
 import secrets
 import shutil
@@ -28,23 +29,42 @@ def uploads_dir(data_dir: Path) -> Path:
     return data_dir / "uploads"
 
 
-def check_archive(path: Path, max_unpacked: int) -> list[str]:
-    """The member names of a safe archive; Refused(422) naming the first unsafe member."""
-    names, total = [], 0
+MAX_MEMBERS = 100_000  # files and folders in one working folder
+
+
+def check_archive(path: Path, max_unpacked: int, max_members: int = MAX_MEMBERS) -> list[str]:
+    """The member names of a safe archive; Refused(422) naming the first unsafe member. The
+    members are read one at a time and counted, so an archive of two million empty files
+    (12 MB, which once held the API for 97 s and took a gigabyte) stops at the limit."""
+    names: list[str] = []
+    total = 0
+    files: set[str] = set()  # a path that is a file cannot hold another member
+    kinds: dict[str, bool] = {}  # path -> is a folder
     try:
         with tarfile.open(path, mode="r:gz") as tar:
-            for m in tar.getmembers():
+            for m in tar:
                 name = PurePosixPath(m.name)
+                if len(names) >= max_members:
+                    raise Refused(422, f"upload: more than {max_members} files and folders; "
+                                       "send fewer (an archive of the folder's archives, say)")
                 if name.is_absolute() or ".." in name.parts:
                     raise Refused(422, f"upload: member {m.name!r} would land outside the "
                                        "working folder")
                 if not (m.isfile() or m.isdir()):
                     raise Refused(422, f"upload: member {m.name!r} is not a plain file or "
                                        "folder (links and devices are refused)")
+                above = next((str(a) for a in name.parents if str(a) in files), None)
+                if above is not None or kinds.get(str(name), m.isdir()) != m.isdir():
+                    raise Refused(422, f"upload: member {m.name!r} is both a file and a "
+                                       f"folder in this archive (at {above or m.name!r})")
+                kinds[str(name)] = m.isdir()
+                if m.isfile():
+                    files.add(str(name))
                 total += m.size
                 if total > max_unpacked:
                     raise Refused(422, f"upload: unpacked it would exceed {max_unpacked} bytes")
                 names.append(str(name))
+                tar.members = []  # type: ignore[attr-defined]  # keep no header: names only
     except (tarfile.TarError, EOFError, OSError) as exc:
         raise Refused(422, f"upload: expected a gzipped tar archive ({exc})") from None
     return names
@@ -79,11 +99,18 @@ def save(data_dir: Path, owner_id: int, chunks: list[bytes], max_bytes: int,
         sweep(data_dir, ttl_s, now)
     upload_id = "upl-" + secrets.token_hex(8)
     folder = uploads_dir(data_dir) / upload_id
-    folder.mkdir(parents=True)
     archive = folder / "archive.tar.gz"
-    with archive.open("wb") as f:
-        for chunk in chunks:
-            f.write(chunk)
+    try:
+        folder.mkdir(parents=True)
+        with archive.open("wb") as f:
+            for chunk in chunks:
+                f.write(chunk)
+    except OSError as exc:  # nothing half-written is kept
+        shutil.rmtree(folder, ignore_errors=True)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise Refused(507, "upload: the service's disk is full; nothing was stored; send "
+                               "it again later", retry_after=60) from None
+        raise
     try:
         names = check_archive(archive, max_bytes * UNPACKED_FACTOR)
     except Refused:

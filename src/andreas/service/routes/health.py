@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
+import os
 from pathlib import Path
 
 from fastapi import APIRouter
@@ -16,16 +16,29 @@ from .deps import CurrentUser, ServicesDep
 
 router = APIRouter(tags=["service"])
 
-# /healthz says "degraded" below this much room for the database, logs and checkpoints
+# /healthz says "degraded" below this much room for the database, logs and checkpoints ...
 LOW_DISK_BYTES = 16 * 1024 * 1024
+LOW_INODES = 1000  # ... or below this many free inodes (each log, checkpoint, upload takes one)
 
 
 def disk_free(folder: Path) -> int | None:
     """Free bytes on the file system of `folder` (or its nearest existing parent)."""
+    found = _statvfs(folder)
+    return None if found is None else found.f_bavail * found.f_frsize
+
+
+def inodes_free(folder: Path) -> int | None:
+    """Free inodes for this user on the file system of `folder`; None where the file system
+    does not count them (it reports 0 files in all)."""
+    found = _statvfs(folder)
+    return None if found is None or found.f_files == 0 else found.f_favail
+
+
+def _statvfs(folder: Path):
     for candidate in (folder, *folder.parents):
         if candidate.exists():
             try:
-                return shutil.disk_usage(candidate).free
+                return os.statvfs(candidate)
             except OSError:
                 return None
     return None
@@ -42,8 +55,9 @@ def healthz(svc: ServicesDep):
     failing = svc.scheduler.last_error is not None
     state = ("failing: " + str(svc.scheduler.last_error)) if failing else (
         "running" if svc.scheduler.alive() else "stopped")
-    free = disk_free(svc.config.data_dir)
-    low = free is not None and free < LOW_DISK_BYTES
+    free, inodes = disk_free(svc.config.data_dir), inodes_free(svc.config.data_dir)
+    low = (free is not None and free < LOW_DISK_BYTES) or (
+        inodes is not None and inodes < LOW_INODES)
     frozen = read_only(svc.config.data_dir)
     folder = sqlite_folder(svc.config.database_url)
     if database == "ok" and folder is not None and (
@@ -53,7 +67,8 @@ def healthz(svc: ServicesDep):
     body = {"status": "ok" if database == "ok" and not (failing or low or frozen)
             else "degraded",
             "database": database, "scheduler": state, "failed_ticks": svc.scheduler.errors,
-            "data_dir": {"path": str(svc.config.data_dir), "free_bytes": free, "low": low,
+            "data_dir": {"path": str(svc.config.data_dir), "free_bytes": free,
+                         "free_inodes": inodes, "low": low,
                          "read_only": frozen}}
     # a load balancer takes a service whose database is unreachable out of rotation; one
     # that cannot write still answers reads (the jobs, their logs, the plan)

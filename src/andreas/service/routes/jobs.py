@@ -9,6 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 from sqlalchemy import select
+from starlette.concurrency import run_in_threadpool
 
 from .. import uploads
 from ..db import JobRow, RunRow
@@ -47,8 +48,10 @@ async def upload(request: Request, user: CurrentUser, svc: ServicesDep):
     answer's id as `working_dir` and runs in its own copy of the folder. Kept until
     `expires_at` (upload_ttl_s after it is sent)."""
     chunks = [chunk async for chunk in request.stream()]
-    return uploads.save(svc.config.data_dir, user.id, chunks, svc.config.max_upload_bytes,
-                        svc.config.upload_ttl_s)
+    # written and checked in a worker thread: reading a large archive's members on the event
+    # loop once held every other request for a minute and a half
+    return await run_in_threadpool(uploads.save, svc.config.data_dir, user.id, chunks,
+                                   svc.config.max_upload_bytes, svc.config.upload_ttl_s)
 
 
 @router.post("/jobs", status_code=201, response_model=JobOut,

@@ -114,19 +114,33 @@ class Job:
 
     @property
     def predicted_completion(self) -> float | None:
-        """When the latest forecast ends the job (its completion time once completed)."""
+        """When the latest forecast ends the job; once it ended, what happened: its completion
+        time, or None for a job that never completed (cancelled, failed, timed out)."""
         if self.raw.get("completed_at") is not None:
             return float(self.raw["completed_at"])
-        return self._forecast("completion")
+        return None if self.final else self._forecast("completion")
 
     @property
     def predicted_cost(self) -> float | None:
-        """The latest forecast's energy + tardiness cost of the job (EUR)."""
+        """The latest forecast's energy + tardiness cost of the job (EUR); once it ended, the
+        cost measured (a forecast of a finished job is no longer one)."""
+        if self.final:
+            measured = (self.raw.get("measured") or {}).get("total_cost")
+            return None if measured is None else float(measured)
         return self._forecast("total_cost")
 
     @property
     def on_time(self) -> bool | None:
-        end = self.predicted_completion
+        """Whether the job ends by its due date: what happened once it completed; None for a
+        job that ended otherwise; False for one past its due date and not done, whatever an
+        older forecast said; else the forecast's answer."""
+        if self.raw.get("completed_at") is not None:
+            return float(self.raw["completed_at"]) <= self.due_date + 1e-6
+        if self.final:
+            return None
+        if time.time() > self.due_date:
+            return False
+        end = self._forecast("completion")
         return None if end is None else end <= self.due_date + 1e-6
 
     @property

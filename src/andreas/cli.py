@@ -532,6 +532,10 @@ def serve_cmd(
     admin_token_file: Optional[Path] = typer.Option(
         None, "--admin-token-file", help="A file (mode 0600) holding an admin token; "
         "preferred to the variable."),
+    stop_jobs: bool = typer.Option(
+        False, "--stop-jobs", help="On exit (Ctrl-C, SIGTERM), stop every running job "
+        "(SIGTERM, SIGKILL after grace_s); they resume from their checkpoints at the next "
+        "start. Default: jobs run on, and the next start re-adopts them."),
 ) -> None:
     """Run the live scheduler: a REST API that runs real jobs (docs at /docs)."""
     secrets = _service_module("secret_env")
@@ -541,7 +545,8 @@ def serve_cmd(
     token = secrets.take_from_environment(admin_token_env)
     if admin_token_file is not None:
         token = secrets.read_secret_file(admin_token_file)
-    serve(config, database_url=database_url, host=host, port=port, admin_token=token)
+    serve(config, database_url=database_url, host=host, port=port, admin_token=token,
+          stop_jobs=stop_jobs)
 
 
 @app.command("token")

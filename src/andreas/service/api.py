@@ -47,8 +47,10 @@ def _sqlite_file(url: str) -> Path | None:
 
 
 def create_app(config: ServiceConfig, *, store: Store | None = None, executor=None,
-               admin_token: str | None = None, run_scheduler: bool = True) -> FastAPI:
-    """Build the application. The scheduler thread starts and stops with the app."""
+               admin_token: str | None = None, run_scheduler: bool = True,
+               stop_jobs_on_exit: bool = False) -> FastAPI:
+    """Build the application. The scheduler thread starts and stops with the app; running
+    jobs outlive it (re-adopted at the next start) unless `stop_jobs_on_exit`."""
     ensure_writable(config.data_dir, "the data folder: job logs, checkpoints, uploads",
                     f"make it writable or set data_dir in {config.path}")
     store = store or Store(config.database_url)
@@ -77,7 +79,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
         if run_scheduler:
             scheduler.start()
         yield
-        scheduler.shutdown(stop_jobs=False)
+        scheduler.shutdown(stop_jobs=stop_jobs_on_exit)
         executor.close()
 
     app = FastAPI(title="ANDREAS", version=_version(), lifespan=lifespan,

@@ -18,7 +18,8 @@ log = logging.getLogger("andreas.service")
 
 
 def serve(config_path: str | Path, *, database_url: str | None = None,
-          host: str = "127.0.0.1", port: int = 8000, admin_token: str | None = None) -> None:
+          host: str = "127.0.0.1", port: int = 8000, admin_token: str | None = None,
+          stop_jobs: bool = False) -> None:
     import uvicorn
 
     os.umask(0o077)  # every file the service writes is its own; jobs get theirs explicitly
@@ -29,7 +30,7 @@ def serve(config_path: str | Path, *, database_url: str | None = None,
     if config.jobs_as_service_user:
         log.warning("jobs_as_service_user: true: jobs run as the service's own user and can "
                     "read its database and token; only where every user is trusted")
-    app = create_app(config, admin_token=admin_token)
+    app = create_app(config, admin_token=admin_token, stop_jobs_on_exit=stop_jobs)
     # What exists now (modules, the app, its configuration) lives as long as the process.
     # Frozen, the collector's full passes skip it; unfrozen, each full pass walked some
     # 200,000 objects while every thread waited, longer than a request may take

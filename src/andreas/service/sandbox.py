@@ -51,12 +51,14 @@ class LocalService:
     def __init__(self, folder: Path, cluster_yaml: str, profiles_csv: str, *,
                  options: str = "", database_url: str | None = None,
                  cwd: Path | None = None, log: Path | None = None,
-                 job_user: str | None = None) -> None:
+                 job_user: str | None = None, serve_args: tuple[str, ...] = ()) -> None:
         """`options`: more service.yaml lines (policy, period_s, ...), after the defaults;
         `log`: a file the service's output is appended to (else it is dropped, as the load
         benchmark wants: uvicorn logs every request); `job_user`: the OS user jobs run as
-        (None: the service's own, for the operator's own benchmark jobs)."""
+        (None: the service's own, for the operator's own benchmark jobs); `serve_args`: more
+        options of `andreas serve` (--stop-jobs)."""
         self.folder, self.database_url, self.cwd, self.log = folder, database_url, cwd, log
+        self.serve_args = tuple(serve_args)
         self.port, self.token = free_port(), secrets.token_urlsafe(24)
         self.url = f"http://127.0.0.1:{self.port}"
         self.headers = {"Authorization": f"Bearer {self.token}"}
@@ -76,7 +78,8 @@ class LocalService:
         with open(self.log, "a") if self.log else nullcontext(subprocess.DEVNULL) as output:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "andreas", "serve", "--config",
-                 str(self.folder / "service.yaml"), "--port", str(self.port), *extra],
+                 str(self.folder / "service.yaml"), "--port", str(self.port), *extra,
+                 *self.serve_args],
                 env=dict(os.environ, ANDREAS_ADMIN_TOKEN=self.token), cwd=self.cwd,
                 stdout=output, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout_s

@@ -37,3 +37,34 @@ def test_one_token_tried_from_many_trusted_forwarded_addresses_is_limited(tmp_pa
         assert codes == [401] * 5 + [429] * 2
         # other tokens from fresh addresses are not held back by that one
         assert _guesses(service, ["another"], ["198.51.100.1"]) == [401]
+
+
+def test_accepted_progress_posts_stay_out_of_the_access_log():
+    import logging
+
+    from andreas.service.api import QUIET_PROGRESS
+
+    def line(method, path, status):
+        return logging.LogRecord("uvicorn.access", logging.INFO, "", 0,
+                                 '%s - "%s %s HTTP/%s" %d',
+                                 ("127.0.0.1:5000", method, path, "1.1", status), None)
+    assert not QUIET_PROGRESS.filter(line("POST", "/jobs/job-1/progress", 200))
+    assert QUIET_PROGRESS.filter(line("POST", "/jobs/job-1/progress", 403))  # refused: logged
+    assert QUIET_PROGRESS.filter(line("POST", "/jobs", 201))
+    assert QUIET_PROGRESS.filter(line("GET", "/jobs/job-1/progress", 200))
+
+
+def test_a_real_service_logs_no_line_per_epoch(tmp_path):
+    from conftest import TRAIN, wait_for
+
+    log = tmp_path / "service.log"
+    with LocalService(tmp_path / "svc", THREE_GPUS, PROFILES, log=log,
+                      options="period_s: null\npoll_s: 0.1\n") as service:
+        job = service.post("/jobs", json={"script": str(TRAIN), "args": ["--samples", "2000"],
+                                          "epochs": 5, "deadline_s": 600,
+                                          "profile": "one"}).json()["id"]
+        wait_for(lambda: service.get(f"/jobs/{job}").json()["state"] == "completed",
+                 timeout=120, what="the job to complete")
+        assert service.get(f"/jobs/{job}").json()["epochs_done"] == 5  # it did post progress
+    text = log.read_text()
+    assert "/progress" not in text and "GET /jobs/" in text  # other requests still logged

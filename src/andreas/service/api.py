@@ -8,6 +8,7 @@ with (`ANDREAS_PROGRESS_TOKEN`), which is good for that job only.
 
 from __future__ import annotations
 
+import logging
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -39,6 +40,24 @@ def _nodes(config: ServiceConfig) -> list[NodeInfo]:
     return [NodeInfo(n.name, n.gpu_type, n.gpus,
                      config.gpu_indices.get(n.name, tuple(range(n.gpus))))
             for n in config.cluster.nodes]
+
+
+class ProgressPostFilter(logging.Filter):
+    """Leave out of uvicorn's access log the progress posts that were accepted: every job
+    posts one per epoch, and they were 99 % of the service's log, burying what an operator
+    looks for. A refused one (a bad token, a 4xx) is still logged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 5:  # client, method, path, version, status
+            _, method, path, _, status = args
+            if (method == "POST" and str(path).endswith("/progress")
+                    and isinstance(status, int) and status < 400):
+                return False
+        return True
+
+
+QUIET_PROGRESS = ProgressPostFilter()
 
 
 def _sqlite_file(url: str) -> Path | None:
@@ -76,6 +95,8 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        if not config.log_progress_posts:  # uvicorn has set its loggers up by now
+            logging.getLogger("uvicorn.access").addFilter(QUIET_PROGRESS)
         if run_scheduler:
             scheduler.start()
         yield

@@ -24,6 +24,7 @@ Example (paths are relative to the file)::
     max_body_bytes: 4194304          # larger request bodies are refused (413)
     public_url: http://127.0.0.1:8000  # where jobs report progress (default: where serve binds)
     trusted_proxies: [10.0.0.5]      # whose X-Forwarded-For names the client (default: none)
+    log_progress_posts: false        # access-log lines of accepted progress posts (one per epoch)
     priority_weights: {1: 0.0001, 2: 0.0002, 3: 0.0005, 4: 0.001, 5: 0.002}
 
 Every problem is reported with the file, the line and the field, like scenario files.
@@ -57,7 +58,8 @@ SERVICE_KEYS = (
     "policy_options", "decision_budget_ms", "decide_in", "decide_nice", "forecast_budget_s",
     "period_s", "poll_s", "grace_s", "max_body_bytes", "auth_max_failures", "auth_window_s",
     "public_url", "priority_weights", "learn", "replan_deviation", "quotas", "max_retries",
-    "max_upload_bytes", "upload_ttl_s", "allowed_roots", "trusted_proxies")
+    "max_upload_bytes", "upload_ttl_s", "allowed_roots", "trusted_proxies",
+    "log_progress_posts")
 """Every key service.yaml may hold; any other is an error (io.Fields.only)."""
 CLUSTER_FILE_KEYS = frozenset(CLUSTER_KEYS)
 
@@ -95,6 +97,7 @@ class ServiceConfig:
     upload_ttl_s: float = 7 * 86400.0  # an upload older than this is deleted (uploads.py)
     allowed_roots: tuple[Path, ...] = ()  # scripts and workdirs must lie inside (empty: anywhere)
     trusted_proxies: tuple[str, ...] = ()  # addresses whose X-Forwarded-For is believed
+    log_progress_posts: bool = False  # uvicorn's access lines for accepted progress posts
     job_user: str | None = None  # the OS user jobs run as, unless job_users names the submitter
     job_users: dict[str, str] = field(default_factory=dict)  # service user -> OS user
     jobs_as_service_user: bool = False  # the operator's explicit choice: no separation
@@ -245,7 +248,17 @@ def read_service_config(path: str | Path) -> ServiceConfig:
         max_upload_bytes=int(doc.number("max_upload_bytes", default=100 * 1024 * 1024,
                                         positive=True)),
         upload_ttl_s=doc.number("upload_ttl_s", default=7 * 86400.0, positive=True),
-        allowed_roots=_roots(doc, base), trusted_proxies=_proxies(doc), **_job_accounts(doc))
+        allowed_roots=_roots(doc, base), trusted_proxies=_proxies(doc),
+        log_progress_posts=_flag(doc, "log_progress_posts", False), **_job_accounts(doc))
+
+
+def _flag(doc, key: str, default: bool) -> bool:
+    item = doc.get(key)
+    if item is None or item.value is None:
+        return default
+    if not isinstance(item.value, bool):
+        raise doc.error(key, f"expected true or false, got {item.value!r}", item.line)
+    return item.value
 
 
 def _proxies(doc) -> tuple[str, ...]:

@@ -138,3 +138,6 @@ def test_draining_the_only_node_of_a_type_plans_the_rest_and_says_why(tmp_path):
                  "running", timeout=60, what="the slow-only job to start once undrained")
         for job_id in (waiting, other):
             client.post(f"/jobs/{job_id}/cancel", headers=ADMIN)
+        for job_id in (waiting, other):  # stopped before the service is: none left over
+            wait_for(lambda j=job_id: client.get(f"/jobs/{j}", headers=ADMIN).json()["state"] ==
+                     "cancelled", timeout=60, what=f"{job_id} to be stopped")

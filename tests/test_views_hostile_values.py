@@ -8,9 +8,9 @@ import threading
 import time
 from collections import deque
 
+import httpx
 import uvicorn
 from conftest import wait_for, write_service_files
-from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from andreas.cli import app as client_app
@@ -51,7 +51,8 @@ def test_a_forecast_past_the_year_9999_breaks_no_view(tmp_path):
     thread.start()
     try:
         wait_for(lambda: server.started, timeout=60, what="the service to start")
-        with TestClient(application) as client:
+        # plain HTTP to the one running app (a TestClient would start its lifespan again)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
             job = client.post("/jobs", headers=ADMIN, json={
                 "command": ["sleep", "600"], "epochs": 1, "deadline_s": 600,
                 "profile": "one"}).json()["id"]
@@ -72,6 +73,8 @@ def test_a_forecast_past_the_year_9999_breaks_no_view(tmp_path):
             # the cell may fold over two lines in a narrow table: its words, not its layout
             assert "after" in result.output and "9999" in result.output, result.output
             client.post(f"/jobs/{job}/cancel", headers=ADMIN)
+            wait_for(lambda: client.get(f"/jobs/{job}", headers=ADMIN).json()["state"] ==
+                     "cancelled", timeout=60, what="the job to be stopped")  # none left over
     finally:
         server.should_exit = True
         thread.join(timeout=60)

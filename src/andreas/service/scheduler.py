@@ -41,6 +41,7 @@ from .config import ServiceConfig
 from .database_errors import describe_failure
 from .db import DrainedNode, JobRow, ProgressRow, RunRow, User
 from .decider import Decider, make_decider, warm_up_snapshot
+from .events import event
 from .folders import FolderRefused, refused_write, sqlite_folder
 from .job_accounts import JobAccounts, read_job_file
 from .learning import speed_factor
@@ -341,6 +342,8 @@ class Scheduler:
         if outcome.all_epochs:
             job.epochs_done = float(job.epochs)
             run.epochs_at_end = job.epochs_done
+        event("end", job.id, run=run.id, state=job.state, exit=returncode,
+              reason=run.stop_reason, epochs=f"{run.epochs_at_end:g}")
 
     def _live_runs(self, which: Callable[[JobRow], bool]) -> list[tuple[str, int]]:
         with self.store.session() as s:
@@ -356,6 +359,7 @@ class Scheduler:
                 run = must_get(s, RunRow, run_id)
                 run.stop_reason = run.stop_reason or reason
                 handles.append((run.handle, self.run_dir(job_id, run_id)))
+                event("stop", job_id, run=run_id, reason=run.stop_reason)
         self.executor.stop(handles, self.config.grace_s)
         with self.store.session() as s:
             for job_id, run_id in runs:
@@ -507,8 +511,7 @@ class Scheduler:
                                    self.drained), snapshot
 
     def _fail_unplannable(self, job_id: str, exc: Exception) -> None:
-        log.error("job %s fails: the scheduler cannot plan it (%s: %s)", job_id,
-                  type(exc).__name__, exc)
+        event("unplannable", job_id, error=f"{type(exc).__name__}: {exc}")
         with self.store.session() as s:
             job = must_get(s, JobRow, job_id)
             job.state = JobState.FAILED
@@ -623,6 +626,8 @@ class Scheduler:
             run.handle, run.nvml_start_mj = handle, nvml
             if run.state == RunState.STARTING:
                 run.state = RunState.RUNNING
+        event("start", job_id, run=run_id, node=node.name, gpus=len(indices),
+              gpu_type=node.gpu_type, user=account)
 
     def _refused(self, job_id: str, refused: FolderRefused) -> NoReturn:
         """The data folder refused a write while starting `job_id`: the job keeps waiting with
@@ -641,6 +646,7 @@ class Scheduler:
             run.state, run.ended_at = RunState.ENDED, self.clock()
             run.stop_reason = "start-failed"
             job.state, job.message = JobState.FAILED, f"could not start: {exc}"
+        event("start-failed", job_id, run=run_id, error=exc)
 
     def _record_plan(self, snapshot: Snapshot, plan, predicted, reasons, decision_s) -> None:
         info = PlanInfo(time=snapshot.time, reasons=list(reasons), decision_s=decision_s,

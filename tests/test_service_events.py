@@ -1,0 +1,35 @@
+"""The service logs each decision it carries out as one key=value line (logger
+andreas.events): what started where, what stopped and why, how each run ended."""
+
+import logging
+
+from conftest import scheduler_with_queued_jobs, write_service_files
+
+from andreas.service.config import read_service_config
+from andreas.service.db import RunRow
+from andreas.service.events import event
+
+
+def test_a_start_a_stop_and_an_end_are_each_one_line(tmp_path, caplog):
+    config = read_service_config(write_service_files(tmp_path, extra="decide_in: thread\n"))
+    scheduler = scheduler_with_queued_jobs(config, ["a"])
+    with caplog.at_level(logging.INFO, logger="andreas.events"):
+        try:
+            scheduler.tick()
+        finally:
+            scheduler.shutdown(stop_jobs=True)
+    lines = [r.getMessage() for r in caplog.records if r.name == "andreas.events"]
+    with scheduler.store.session() as s:
+        run = s.get(RunRow, 1)
+        where = f"node={run.node} gpus={len(run.gpu_indices)} gpu_type={run.gpu_type}"
+    # jobs_as_service_user here: the OS account is the service's (user=-)
+    assert lines == [f"start job=a run=1 {where} user=-", "stop job=a run=1 reason=shutdown",
+                     "end job=a run=1 state=paused exit=- reason=shutdown epochs=0"], lines
+
+
+def test_values_with_spaces_are_quoted(caplog):
+    with caplog.at_level(logging.INFO, logger="andreas.events"):
+        event("unplannable", "job-1", error="ZeroDivisionError: float division by zero",
+              node=None)
+    assert caplog.records[-1].getMessage() == (
+        'unplannable job=job-1 error="ZeroDivisionError: float division by zero" node=-')

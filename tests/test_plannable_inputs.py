@@ -125,8 +125,7 @@ def test_draining_the_only_node_of_a_type_plans_the_rest_and_says_why(tmp_path):
             "profile": "one"}).json()["id"]
         wait_for(lambda: client.get(f"/jobs/{other}", headers=ADMIN).json()["state"] ==
                  "running", timeout=60, what="the job that can run on n1 to start")
-        job = wait_for(lambda: (lambda j: j if j.get("reason_code") == "drained_out" or
-                                "drained" in (j.get("reason") or "") else None)(
+        job = wait_for(lambda: (lambda j: j if j["reason_code"] == "drained_out" else None)(
             client.get(f"/jobs/{waiting}", headers=ADMIN).json()), timeout=60,
             what="the slow-only job to say why it waits")
         assert job["state"] == "queued"
@@ -141,3 +140,20 @@ def test_draining_the_only_node_of_a_type_plans_the_rest_and_says_why(tmp_path):
         for job_id in (waiting, other):  # stopped before the service is: none left over
             wait_for(lambda j=job_id: client.get(f"/jobs/{j}", headers=ADMIN).json()["state"] ==
                      "cancelled", timeout=60, what=f"{job_id} to be stopped")
+
+
+def test_a_paused_job_names_the_job_that_took_its_gpus():
+    from helpers import cluster, job, scenario, snapshot
+
+    from andreas.policies.base import Assignment
+    from andreas.service.planner import waiting_reasons
+
+    sc = scenario(cluster([("n1", "fast", 2)], {"fast": [100, 200]}),
+                  {"p": {("fast", 2): 10.0}}, [job("old"), job("urgent", due=50)])
+    snap = snapshot(sc, now=1.0, running={"old": ("n1", 2)})
+    plan = {"urgent": Assignment("n1", 2)}  # the policy gave no reason: before, "no capacity"
+    why = waiting_reasons(snap, plan, {}, {})
+    assert why["old"]["reason"] == "paused_for" and why["old"]["text"] == "paused for job urgent"
+    # a waiting job that nothing displaced keeps the plain reason
+    assert waiting_reasons(snapshot(sc, now=1.0), {"old": Assignment("n1", 2)}, {}, {})[
+        "urgent"]["reason"] == "no_capacity"

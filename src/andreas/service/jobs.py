@@ -376,18 +376,18 @@ def job_out(s, job: JobRow, scheduler: Scheduler, measured: dict | None, *,
 def why_waiting(job: JobRow, scheduler: Scheduler) -> dict:
     """`reason` and `held_until` of a job that waits (from the latest decision)."""
     if job.state not in WAITING_STATES:
-        return {"reason": None, "held_until": None}
+        return {"reason": None, "reason_code": None, "held_until": None}
     why = scheduler.plan.waiting.get(job.id)
     if why is None:
         if scheduler.last_error is not None:
             return {"reason": "not planned: the scheduler's latest decision failed "
                               f"({scheduler.last_error}; see the service log)",
-                    "held_until": None}
+                    "reason_code": "decision_failed", "held_until": None}
         if job.id in scheduler.plan.assignments:
             return {"reason": f"starting on {scheduler.plan.assignments[job.id]['node']}",
-                    "held_until": None}
-        return {"reason": "not planned yet", "held_until": None}
-    return {"reason": why["text"], "held_until": why["until"]}
+                    "reason_code": "starting", "held_until": None}
+        return {"reason": "not planned yet", "reason_code": "not_planned", "held_until": None}
+    return {"reason": why["text"], "reason_code": why["reason"], "held_until": why["until"]}
 
 
 def logs_tail(scheduler: Scheduler, run_ids: list[int], job_id: str, tail_bytes: int) -> str:

@@ -53,10 +53,22 @@ def waiting_reasons(snapshot: Snapshot, plan: Mapping, why: Mapping[str, Reason]
         if view.job_id not in why and view.job_id in previous:
             out[view.job_id] = previous[view.job_id]
             continue
-        r = why.get(view.job_id) or Reason("no_capacity")
+        r = why.get(view.job_id) or displaced_by(view, plan, snapshot) or Reason("no_capacity")
         out[view.job_id] = {"reason": r.kind, "text": r.sentence(), "until": r.until,
                             "node": r.node, "job": r.job}
     return out
+
+
+def displaced_by(view, plan: Mapping, snapshot: Snapshot) -> Reason | None:
+    """For a running job the plan pauses: the job that takes its node's GPUs (placed there
+    now, not running there before), as "paused for job X"; None if there is none."""
+    if view.assignment is None:
+        return None
+    node = view.assignment.node
+    before = {v.job_id for v in snapshot.jobs
+              if v.assignment is not None and v.assignment.node == node}
+    taking = [job_id for job_id, a in plan.items() if a.node == node and job_id not in before]
+    return Reason("paused_for", job=taking[0]) if taking else None
 
 
 def minimal_failing(items: list, fails) -> list:

@@ -148,6 +148,10 @@ class JobOut(BaseModel):
     reason: str | None = Field(None, description="why a queued or paused job waits (held for "
                                "company, waiting for GPUs on node N, deferred to a cheaper "
                                "hour, no capacity, ...)")
+    reason_code: str | None = Field(None, description="the reason in one word, as squeue's "
+                                    "REASON column (no_capacity, paused_for, drained_out, "
+                                    "over_quota, held_for_company, not_planned, "
+                                    "decision_failed, starting, ...)")
     held_until: float | None = Field(None, description="when a job held back on purpose "
                                      "starts at the latest (Unix time)")
     preemptible: bool = True

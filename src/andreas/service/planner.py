@@ -180,10 +180,12 @@ class Planner:
                 drained: set[str]) -> str | None:
         """The waiting job to blame when a decision on `snapshot` fails: the newest job of a
         smallest set of waiting jobs that still makes it fail (with every running job kept),
-        found by delta debugging (`minimal_failing`). Planning passed before that job came,
-        so it is the odd one. None when the decision passes, or fails without any waiting
-        job. One odd job must not stop every user's planning: the scheduler fails that job,
-        with the reason, and plans the rest."""
+        found by delta debugging (`minimal_failing`), provided the other waiting jobs plan
+        without it. Planning passed before that job came, so it is the odd one. None when
+        the decision passes, fails without any waiting job, or fails for the others too (a
+        plan step that fails whatever the jobs: the tick fails and is retried, as before).
+        One odd job must not stop every user's planning: the scheduler fails that job, with
+        the reason, and plans the rest."""
         running = tuple(v for v in snapshot.jobs if v.assignment is not None)
         suspects = [v for v in snapshot.jobs if v.assignment is None]
         limits = self.limits(owners, drained)
@@ -200,6 +202,9 @@ class Planner:
         if not suspects or not fails(suspects) or fails([]):
             return None
         blamed = minimal_failing(suspects, fails)
+        rest = [v for v in suspects if not any(v is b for b in blamed)]
+        if not rest or fails(rest):  # no evidence that planning works without them: a step
+            return None              # that fails for any job is not that job's fault
         return max(blamed, key=lambda v: (v.job.submit_time, snapshot.jobs.index(v))).job_id
 
     def _forecast(self, snapshot: Snapshot, plan: Mapping, wake: float | None,

@@ -134,3 +134,31 @@ def test_a_finished_job_shows_what_happened_not_its_last_forecast():
     # running past its due date: late, whatever the last forecast said
     assert _job(state="running", due_date=now - 4, forecast=stale).on_time is False
     assert _job(state="running", forecast=stale).on_time is True
+
+
+def test_the_job_list_fits_80_columns_and_wide_shows_everything():
+    import io
+
+    from rich.console import Console
+
+    from andreas.client_cli import jobs_table
+
+    jobs = [_job(id=f"job-{i:012x}", name="a-rather-long-training-run-name-" * 3,
+                 owner="a-user-with-a-long-name", state="queued",
+                 reason="waiting for GPUs on node ws-big-0042 until the running job ends",
+                 forecast={"start": time.time() + 60, "completion": time.time() + 600,
+                           "total_cost": 0.12}) for i in range(3)]
+
+    def shown(wide: bool, width: int) -> list[str]:
+        out = io.StringIO()
+        Console(file=out, width=width).print(jobs_table(jobs, time.time(), wide=wide))
+        return out.getvalue().splitlines()
+    narrow = shown(False, 80)
+    assert max(len(line) for line in narrow) <= 80, narrow
+    assert len(narrow) == 4  # a header and one line a job: nothing wrapped
+    for i, line in enumerate(narrow[1:]):  # each job's whole id, state, progress, verdict
+        assert line.startswith(f"job-{i:012x}") and " queued " in line and " 0/1 " in line
+        assert "LATE" in line and "waiting for" in line, line  # forecast end > due date
+    assert "USER" not in narrow[0] and "REASON" in narrow[0]
+    wide = shown(True, 250)
+    assert all(h in wide[0] for h in ("USER", "NODE", "START", "DUE", "COST EUR"))

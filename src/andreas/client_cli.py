@@ -48,17 +48,34 @@ def _timing(job: Job) -> str:
     return "on time" if job.on_time else "LATE"
 
 
-def jobs_table(jobs: list[Job], now: float) -> Table:
-    t = Table(box=None, header_style="bold")
-    for name in ("ID", "NAME", "USER", "STATE", "EPOCHS", "NODE", "START", "END", "DUE",
-                 "COST EUR", "", "REASON"):
-        t.add_column(name, overflow="fold")
+NARROW = ("ID", "NAME", "STATE", "EPOCHS", "", "REASON")  # fits 80 columns
+MIN_WIDTH = {"ID": 16, "STATE": 9, "EPOCHS": 6, "": 7}  # never squeezed out of a narrow view
+
+
+def jobs_table(jobs: list[Job], now: float, wide: bool = True) -> Table:
+    """The jobs as a table: every column (`wide`), or those that fit 80 columns, with names and
+    reasons cut short (an ellipsis) and ids never wrapped."""
+    t = Table(box=None, header_style="bold", pad_edge=False)
+    columns = ("ID", "NAME", "USER", "STATE", "EPOCHS", "NODE", "START", "END", "DUE",
+               "COST EUR", "", "REASON")
+    shown = [c in NARROW or wide for c in columns]
+    for name, show in zip(columns, shown):
+        if not show:
+            continue
+        if name in ("NAME", "REASON") and not wide:
+            t.add_column(name, no_wrap=True, overflow="ellipsis",
+                         max_width=12 if name == "NAME" else None)
+        else:
+            t.add_column(name, overflow="fold", no_wrap=not wide or name == "ID",
+                         min_width=MIN_WIDTH.get(name))
     for j in jobs:
-        t.add_row(j.id, plain(j.name), plain(j.owner), j.state, f"{j.epochs_done:g}/{j.epochs:g}",
-                  plain(j.node or "-"), local_time(j.predicted_start if j.state in WAITING_STATES
-                                       else j.raw.get("first_started_at"), now),
-                  local_time(j.predicted_completion, now), local_time(j.due_date, now),
-                  _eur(j.predicted_cost), _timing(j), plain(j.reason or ""))
+        cells = (j.id, plain(j.name), plain(j.owner), j.state,
+                 f"{j.epochs_done:g}/{j.epochs:g}", plain(j.node or "-"),
+                 local_time(j.predicted_start if j.state in WAITING_STATES
+                            else j.raw.get("first_started_at"), now),
+                 local_time(j.predicted_completion, now), local_time(j.due_date, now),
+                 _eur(j.predicted_cost), _timing(j), plain(j.reason or ""))
+        t.add_row(*(c for c, show in zip(cells, shown) if show))
     return t
 
 
@@ -174,6 +191,8 @@ def jobs_cmd(
                                         "cancelled, timeout."),
     show_all: bool = typer.Option(False, "--all", "-a", help="Finished jobs too (default: "
                                   "queued, running and paused only)."),
+    wide: bool = typer.Option(False, "--wide", "-w", help="Every column (user, node, start, "
+                              "due, cost): a wide terminal; the default fits 80 columns."),
     url: Optional[str] = URL, token: Optional[str] = TOKEN, as_json: bool = AS_JSON,
 ) -> None:
     """Your jobs (all jobs with an admin token), with why each waits and its forecast."""
@@ -187,7 +206,7 @@ def jobs_cmd(
         console.print("no jobs" + ("" if state or show_all else " waiting or running "
                                    "(--all shows finished ones)"))
     else:
-        console.print(jobs_table(jobs, time.time()))
+        console.print(jobs_table(jobs, time.time(), wide=wide))
 
 
 @user_errors

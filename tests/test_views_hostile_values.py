@@ -66,7 +66,7 @@ def test_a_forecast_past_the_year_9999_breaks_no_view(tmp_path):
             _sign_in(client)
             for page in ("/ui/", f"/ui/jobs/{job}", "/ui/plan"):
                 assert client.get(page).status_code == 200, page
-            result = CliRunner().invoke(client_app, ["jobs", "--all", "--url",
+            result = CliRunner().invoke(client_app, ["jobs", "--all", "--wide", "--url",
                                                      f"http://127.0.0.1:{port}", "--token",
                                                      "admin-secret"])
             assert result.exit_code == 0, result.output

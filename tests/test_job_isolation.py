@@ -118,13 +118,18 @@ def test_a_ray_job_runs_as_the_job_user_and_reaches_nothing(job_users, open_dir,
     path = write_service_files(open_dir, nodes="", executor="ray", job_user=job_users[0],
                                extra=f"ray_address: '{ray_cluster}'\n")
     with TestClient(create_app(read_service_config(path), admin_token="admin-secret")) as c:
-        database = open_dir / "state" / "andreas.db"
-        job = c.post("/jobs", headers=ADMIN, json={
-            "command": hostile(os.getpid(), database), "epochs": 1, "deadline_s": 600,
-            "profile": "one"}).json()["id"]
-        assert wait_done(lambda p: c.get(p, headers=ADMIN), job)["state"] == "completed"
-        assert_refused(hostile_result(c.get(f"/jobs/{job}/logs", headers=ADMIN).text),
-                       database, job_users[0])
+        run_hostile_job(c, open_dir / "state" / "andreas.db", job_users[0])
+
+
+def run_hostile_job(client, database: Path, user: str) -> None:
+    """Submit the hostile job to an in-process service (this process is the service) and
+    check that it ran as `user` and got nothing."""
+    job = client.post("/jobs", headers=ADMIN, json={
+        "command": hostile(os.getpid(), database), "epochs": 1, "deadline_s": 600,
+        "profile": "one"}).json()["id"]
+    assert wait_done(lambda p: client.get(p, headers=ADMIN), job)["state"] == "completed"
+    assert_refused(hostile_result(client.get(f"/jobs/{job}/logs", headers=ADMIN).text),
+                   database, user)
 
 
 def test_a_slurm_job_runs_as_the_job_user_and_reaches_nothing(job_users, open_dir):
@@ -139,13 +144,7 @@ def test_a_slurm_job_runs_as_the_job_user_and_reaches_nothing(job_users, open_di
         os.chmod(open_dir / "svc", 0o711)
         app = create_app(read_service_config(path), admin_token="admin-secret")
         with TestClient(app) as c:
-            database = open_dir / "svc" / "state" / "andreas.db"
-            job = c.post("/jobs", headers=ADMIN, json={
-                "command": hostile(os.getpid(), database), "epochs": 1, "deadline_s": 600,
-                "profile": "one"}).json()["id"]
-            assert wait_done(lambda p: c.get(p, headers=ADMIN), job)["state"] == "completed"
-            assert_refused(hostile_result(c.get(f"/jobs/{job}/logs", headers=ADMIN).text),
-                           database, job_users[0])
+            run_hostile_job(c, open_dir / "svc" / "state" / "andreas.db", job_users[0])
 
 
 # ---------------------------------------------------------------- the rules, one by one

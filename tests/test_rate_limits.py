@@ -68,3 +68,18 @@ def test_a_real_service_logs_no_line_per_epoch(tmp_path):
         assert service.get(f"/jobs/{job}").json()["epochs_done"] == 5  # it did post progress
     text = log.read_text()
     assert "/progress" not in text and "GET /jobs/" in text  # other requests still logged
+
+
+def test_trusted_proxies_must_be_ip_addresses(tmp_path):
+    import pytest
+    from conftest import write_service_files
+
+    from andreas.errors import ScenarioError
+    from andreas.service.config import read_service_config
+
+    path = write_service_files(tmp_path, extra="trusted_proxies: [127.0.0.1, proxy.local]\n")
+    with pytest.raises(ScenarioError, match=r"field 'trusted_proxies\[1\]': expected an IP "
+                                            r"address, got 'proxy.local'"):
+        read_service_config(path)
+    path = write_service_files(tmp_path, extra="trusted_proxies: [127.0.0.1, '::1']\n")
+    assert read_service_config(path).trusted_proxies == ("127.0.0.1", "::1")

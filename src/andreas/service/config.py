@@ -267,19 +267,12 @@ def _proxies(doc) -> tuple[str, ...]:
     request and never be rate-limited."""
     import ipaddress
 
-    item = doc.get("trusted_proxies")
-    if item is None or item.value is None:
-        return ()
-    if not isinstance(item.value, list):
-        raise doc.error("trusted_proxies", "expected a list of IP addresses", item.line)
-    out = []
-    for i, located in enumerate(item.value):
+    def address(value) -> str | None:
         try:
-            out.append(str(ipaddress.ip_address(str(located.value))))
+            return str(ipaddress.ip_address(str(value)))
         except ValueError:
-            raise doc.error(f"trusted_proxies[{i}]", f"expected an IP address, got "
-                            f"{located.value!r}", located.line) from None
-    return tuple(out)
+            return None
+    return _list_of(doc, "trusted_proxies", "IP address", address)
 
 
 def _job_accounts(doc) -> dict:
@@ -327,19 +320,29 @@ def _job_accounts(doc) -> dict:
 
 def _roots(doc, base: Path) -> tuple[Path, ...]:
     """`allowed_roots: [folder, ...]`, relative to the configuration's folder; each must exist."""
-    item = doc.get("allowed_roots")
+    def folder(value) -> Path | None:
+        path = (base / value).resolve() if isinstance(value, str) else None
+        return path if path is not None and path.is_dir() else None
+    return _list_of(doc, "allowed_roots", "existing folder", folder)
+
+
+def _list_of(doc, key: str, what: str, convert) -> tuple:
+    """The list under `key` (empty when missing), each item through `convert`, which returns
+    None for one that is not a `what`: an error naming the item, its line and its value."""
+    item = doc.get(key)
     if item is None or item.value is None:
         return ()
+    article = "an" if what[0].lower() in "aeio" or what.startswith("IP") else "a"
     if not isinstance(item.value, list):
-        raise doc.error("allowed_roots", "expected a list of folders", item.line)
-    roots = []
+        raise doc.error(key, f"expected a list, each item {article} {what}", item.line)
+    out = []
     for i, located in enumerate(item.value):
-        folder = (base / str(located.value)).resolve() if isinstance(located.value, str) else None
-        if folder is None or not folder.is_dir():
-            raise doc.error(f"allowed_roots[{i}]", f"expected an existing folder, got "
+        value = convert(located.value)
+        if value is None:
+            raise doc.error(f"{key}[{i}]", f"expected {article} {what}, got "
                             f"{located.value!r}", located.line)
-        roots.append(folder)
-    return tuple(roots)
+        out.append(value)
+    return tuple(out)
 
 
 def _quotas(doc) -> Quotas:

@@ -147,6 +147,11 @@ def test_the_client_commands_against_a_real_service(tmp_path, database_url):
         alice = out.strip()
         code, out = cli("whoami", token=alice, url=url)
         assert code == 0 and out.startswith("alice (user)")
+        # the names --profile may give, with their configurations (conftest's profiles.csv)
+        code, out = cli("profiles", token=alice, url=url)
+        assert code == 0 and "fast x1: 0.3, fast x2: 0.2, slow x1: 0.5" in out, out
+        code, out = cli("profiles", "--json", token=alice, url=url)
+        assert [p["name"] for p in json.loads(out)] == ["mlp", "one"]
 
         # submit: a script with its arguments after --, answered with the forecast
         body = train_job(4, samples=20000)

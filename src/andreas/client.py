@@ -348,6 +348,10 @@ class Client:
     def nodes(self) -> list[dict[str, Any]]:
         return self._json("GET", "/nodes")
 
+    def profiles(self) -> list[dict[str, Any]]:
+        """The service's named profiles: name and configurations (type, GPUs, s/epoch)."""
+        return self._json("GET", "/profiles")
+
     def drain(self, node: str) -> dict[str, Any]:
         """Drain a node (admin): its jobs finish or move, nothing new starts there."""
         return self._json("POST", f"/nodes/{node}/drain")

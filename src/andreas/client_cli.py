@@ -87,6 +87,7 @@ def register(app: typer.Typer) -> None:
                                   "ignore_unknown_options": True})(submit_cmd)
     for name, fn in (("jobs", jobs_cmd), ("show", show_cmd), ("cancel", cancel_cmd),
                      ("logs", logs_cmd), ("plan", plan_cmd), ("nodes", nodes_cmd),
+                     ("profiles", profiles_cmd),
                      ("drain", drain_cmd), ("undrain", undrain_cmd), ("whoami", whoami_cmd)):
         app.command(name, rich_help_panel=panel)(fn)
     tokens = typer.Typer(no_args_is_help=True, help="List, create and revoke API tokens.")
@@ -341,6 +342,30 @@ def nodes_cmd(url: Optional[str] = URL, token: Optional[str] = TOKEN,
         holders = sorted(set(n["busy"].values()))
         t.add_row(n["name"], n["gpu_type"], str(n["gpus"]), str(n["gpus"] - len(n["busy"])),
                   "drained" if n.get("drained") else "up", ", ".join(holders) or "-")
+    console.print(t)
+
+
+@user_errors
+def profiles_cmd(url: Optional[str] = URL, token: Optional[str] = TOKEN,
+                 as_json: bool = AS_JSON) -> None:
+    """The service's named profiles: what --profile may say, and each one's configurations
+    (GPU type x GPUs) with their seconds per epoch."""
+    with _client(url, token) as client:
+        profiles = client.profiles()
+    if as_json:
+        _print_json(profiles)
+        return
+    if not profiles:
+        console.print("no named profiles: a submission gives its own (inline_profile)",
+                      highlight=False)
+        return
+    t = Table(box=None, header_style="bold")
+    for name in ("PROFILE", "CONFIGURATIONS (seconds per epoch)"):
+        t.add_column(name, overflow="fold")
+    for p in profiles:
+        t.add_row(plain(p["name"]), ", ".join(
+            f"{c['gpu_type']} x{c['gpus']}: {c['seconds_per_epoch']:g}"
+            for c in p["configurations"]))
     console.print(t)
 
 

@@ -196,6 +196,20 @@ class TokenCreated(TokenOut):
     token: str = Field(description="the secret: shown this once, stored only hashed")
 
 
+class ProfileConfigOut(BaseModel):
+    gpu_type: str
+    gpus: int
+    seconds_per_epoch: float
+
+
+class ProfileOut(BaseModel):
+    """A named profile of the service's profiles.csv: a job submitted with `profile: NAME`
+    may run in these configurations, at these speeds."""
+
+    name: str
+    configurations: list[ProfileConfigOut]
+
+
 class NodeOut(BaseModel):
     name: str
     gpu_type: str

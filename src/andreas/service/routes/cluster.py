@@ -7,7 +7,7 @@ from fastapi import APIRouter, HTTPException
 from ..db import User
 from ..jobs import gpu_holders, owned_job_ids
 from ..scheduler import Scheduler
-from ..schemas import NodeOut
+from ..schemas import NodeOut, ProfileConfigOut, ProfileOut
 from ..store import Store
 from .deps import AdminUser, CurrentUser, ServicesDep
 
@@ -23,6 +23,16 @@ def node_list(store: Store, scheduler: Scheduler, user: User) -> list[NodeOut]:
                     gpu_indices=list(n.gpu_indices), busy=busy.get(n.name, {}),
                     drained=n.name in drained)
             for n in scheduler.nodes()]
+
+
+@router.get("/profiles", response_model=list[ProfileOut])
+def profiles(_: CurrentUser, svc: ServicesDep):
+    """The service's named profiles (profiles.csv), by name: what `profile` may say in a
+    submission, and the configurations and speeds each gives."""
+    table = svc.config.profiles.table
+    return [ProfileOut(name=name, configurations=[
+        ProfileConfigOut(gpu_type=t, gpus=g, seconds_per_epoch=spe)
+        for (t, g), spe in sorted(table[name].items())]) for name in sorted(table)]
 
 
 @router.get("/nodes", response_model=list[NodeOut])

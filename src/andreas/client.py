@@ -36,11 +36,26 @@ RETRY_STATUS = (429, 502, 503, 504)
 
 
 class ApiError(AndreasError):
-    """The service refused a request; `status` is the HTTP status, `detail` its sentence."""
+    """The service refused a request. Its text is the service's sentence, in plain words (a
+    person reads it on the command line); `status`, `method` and `path` say which HTTP
+    answer to which request, for programs and bug reports."""
 
     def __init__(self, status: int, detail: str, method: str, path: str) -> None:
-        super().__init__(f"{method} {path}: {status}: {detail}")
-        self.status, self.detail = status, detail
+        super().__init__(plain_words(status, detail))
+        self.status, self.detail, self.method, self.path = status, detail, method, path
+
+
+def plain_words(status: int, detail: str) -> str:
+    """What to tell a person about an HTTP answer `status` whose sentence is `detail`."""
+    if status == 401:
+        return (f"{detail} (give a valid token: --token, ANDREAS_TOKEN or the client file "
+                f"{client_config_path()}; "
+                "an admin makes one with `andreas tokens create NAME`)")
+    if status == 403:
+        return f"not allowed: {detail}"
+    if status >= 500:
+        return f"the service could not do this ({status}): {detail}"
+    return detail
 
 
 def client_config_path() -> Path:

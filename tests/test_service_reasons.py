@@ -103,3 +103,26 @@ def test_a_failing_decision_is_shown_not_hidden(tmp_path):
                      == "completed", what="the job to run once decisions pass")
     finally:
         Explode.armed = False
+
+
+def test_a_waiting_job_knows_how_many_start_before_it(tmp_path):
+    # three GPUs, five one-GPU jobs: two wait, one forecast to start before the other
+    config = read_service_config(write_service_files(tmp_path))
+    body = {"command": ["sleep", "600"], "epochs": 1, "deadline_s": 86400, "profile": "one"}
+    with TestClient(create_app(config, admin_token="admin-secret")) as client:
+        ids = [client.post("/jobs", headers=ADMIN, json=body).json()["id"] for _ in range(5)]
+
+        def positions():
+            jobs = [client.get(f"/jobs/{j}", headers=ADMIN).json() for j in ids]
+            waiting = [j for j in jobs if j["state"] == "queued"]
+            found = sorted(j["queue_position"] for j in waiting if j["queue_position"])
+            return found if len(waiting) == 2 and len(found) == 2 else None
+        assert wait_for(positions, timeout=60, what="two waiting jobs with positions") \
+            == [1, 2]
+        running = [client.get(f"/jobs/{j}", headers=ADMIN).json() for j in ids]
+        assert all(j["queue_position"] is None for j in running if j["state"] == "running")
+        for j in ids:
+            client.post(f"/jobs/{j}/cancel", headers=ADMIN)
+        for j in ids:
+            wait_for(lambda j=j: client.get(f"/jobs/{j}", headers=ADMIN).json()["state"] ==
+                     "cancelled", timeout=60, what=f"{j} to be stopped")

@@ -240,7 +240,9 @@ def show_cmd(job_id: str = typer.Argument(..., help="A job id."),
     ]
     if job.reason:
         held = f" (held until {local_time(job.held_until, now)})" if job.held_until else ""
-        lines.insert(2, ("waiting", plain(job.reason) + held))
+        position = job.raw.get("queue_position")
+        ahead = "" if position is None else f" ({position - 1} job(s) start before it)"
+        lines.insert(2, ("waiting", plain(job.reason) + held + ahead))
     for label, text in lines:
         console.print(f"[bold]{label:>12}[/bold]  {text}", highlight=False)
     if runs:

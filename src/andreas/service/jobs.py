@@ -376,7 +376,39 @@ def job_out(s, job: JobRow, scheduler: Scheduler, measured: dict | None, *,
 def why_waiting(job: JobRow, scheduler: Scheduler) -> dict:
     """`reason` and `held_until` of a job that waits (from the latest decision)."""
     if job.state not in WAITING_STATES:
-        return {"reason": None, "reason_code": None, "held_until": None}
+        return {"reason": None, "reason_code": None, "held_until": None,
+                "queue_position": None}
+    return {**_why(job, scheduler), "queue_position": queue_position(job.id, scheduler)}
+
+
+def queue_position(job_id: str, scheduler: Scheduler) -> int | None:
+    """1 + how many waiting jobs (anyone's) the latest forecast starts before this one, those
+    starting at the same moment in submission order; None until it is forecast. With energy
+    and due dates deciding, "ahead" is the plan's order, not the order of submission."""
+    return _positions(scheduler.plan.waiting, scheduler.plan.forecast).get(job_id)
+
+
+# (waiting, forecast, positions): one tuple, swapped whole, so that API threads reading it
+# never mix two plans
+_positions_cache: tuple[dict, dict, dict[str, int]] = ({}, {}, {})
+
+
+def _positions(waiting: dict, forecast: dict) -> dict[str, int]:
+    """Every forecast waiting job's position, computed once per plan (a job list asks for
+    each of its jobs)."""
+    global _positions_cache
+    cached = _positions_cache
+    if cached[0] is waiting and cached[1] is forecast:
+        return cached[2]
+    order = list(waiting)  # the snapshot's order: submission
+    known = [(forecast[j]["start"], i, j) for i, j in enumerate(order)
+             if forecast.get(j, {}).get("start") is not None]
+    positions = {j: rank + 1 for rank, (_, _, j) in enumerate(sorted(known))}
+    _positions_cache = (waiting, forecast, positions)
+    return positions
+
+
+def _why(job: JobRow, scheduler: Scheduler) -> dict:
     why = scheduler.plan.waiting.get(job.id)
     if why is None:
         if scheduler.last_error is not None:

@@ -154,6 +154,8 @@ class JobOut(BaseModel):
                                     "decision_failed, starting, ...)")
     held_until: float | None = Field(None, description="when a job held back on purpose "
                                      "starts at the latest (Unix time)")
+    queue_position: int | None = Field(None, description="1 + how many waiting jobs the "
+                                       "latest forecast starts before this one")
     preemptible: bool = True
     start_asap: bool = False
     max_runtime_s: float | None = None

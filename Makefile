@@ -30,6 +30,7 @@ STAMP  := $(VENV)/.installed
 .PHONY: demo test lint zoo zoo-holdout bench bench-budget bench-decisions bench-scale bench-service chaos install install-browser install-slurm install-acl screenshots clean
 
 $(STAMP): pyproject.toml requirements.lock
+	@echo "== setting up $(VENV): ANDREAS, its service and test dependencies (a few minutes, once)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -c requirements.lock -e '.[test,service,ray]'
 	@# The PyTorch example's test: the CPU build, only where the machine carries its wheel
@@ -50,10 +51,14 @@ install-acl:
 	scripts/install-acl.sh
 
 demo: $(STAMP)
+	@echo "== 1/3 a scenario of the paper's cluster (demo-out/scenario)"
 	$(BIN)/andreas generate --nodes 10 --lambda 10000 --seed 1 --out demo-out/scenario
+	@echo "== 2/3 andreas on it (demo-out/andreas)"
 	$(BIN)/andreas simulate demo-out/scenario --policy andreas --seed 1 --out demo-out/andreas
+	@echo "== 3/3 five policies on five instances, five seeds (about 2 minutes on 2 cores)"
 	$(BIN)/andreas compare --generate 10 --instances 5 --lambda 10000 --seeds 1-5 \
 		--policies fifo,edf,ps,greedy,andreas --out demo-out/compare --report demo-out/report
+	@echo "== done: demo-out/report/report.html; the andreas command: source $(VENV)/bin/activate"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench examples

@@ -55,7 +55,7 @@ demo: $(STAMP)
 	$(BIN)/andreas generate --nodes 10 --lambda 10000 --seed 1 --out demo-out/scenario
 	@echo "== 2/3 andreas on it (demo-out/andreas)"
 	$(BIN)/andreas simulate demo-out/scenario --policy andreas --seed 1 --out demo-out/andreas
-	@echo "== 3/3 five policies on five instances, five seeds (about 2 minutes on 2 cores)"
+	@echo "== 3/3 five policies on five instances, five seeds (the longest step)"
 	$(BIN)/andreas compare --generate 10 --instances 5 --lambda 10000 --seeds 1-5 \
 		--policies fifo,edf,ps,greedy,andreas --out demo-out/compare --report demo-out/report
 	@echo "== done: demo-out/report/report.html; the andreas command: source $(VENV)/bin/activate"

@@ -234,3 +234,28 @@ def test_what_a_job_wrote_is_read_as_hostile(tmp_path):
     assert read_job_file(tmp_path / "link") is None
     (tmp_path / "big").write_bytes(b"x" * 100_000)
     assert len(read_job_file(tmp_path / "big", limit=10)[0]) == 10
+
+
+def test_a_job_user_works_in_its_uploaded_folder(job_users, open_dir):
+    import io
+    import tarfile
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        info = tarfile.TarInfo("data.txt")
+        info.size = 5
+        tar.addfile(info, io.BytesIO(b"hello"))
+    path = write_service_files(open_dir, job_user=job_users[0])
+    with TestClient(create_app(read_service_config(path), admin_token="admin-secret")) as c:
+        upload = c.post("/uploads", content=buffer.getvalue(), headers={
+            **ADMIN, "Content-Type": "application/gzip"}).json()["id"]
+        work = ("import os; open('out.txt', 'w').write(open('data.txt').read() + ' back'); "
+                "print('uid', os.getuid())")
+        job = c.post("/jobs", headers=ADMIN, json={
+            "command": [sys.executable, "-c", work], "working_dir": upload, "epochs": 1,
+            "deadline_s": 600, "profile": "one"}).json()["id"]
+        assert wait_done(lambda p: c.get(p, headers=ADMIN), job)["state"] == "completed"
+        tree = open_dir / "state" / "uploads" / upload / "tree"
+        assert (tree / "out.txt").read_text() == "hello back"
+        assert tree.stat().st_uid == pwd.getpwnam(job_users[0]).pw_uid
+        assert stat.S_IMODE(tree.stat().st_mode) == 0o700

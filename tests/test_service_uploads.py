@@ -13,6 +13,7 @@ from test_service_durability import TOKEN, Service, free_port
 
 from andreas.service.api import create_app
 from andreas.service.config import read_service_config
+from andreas.service.db import JobRow
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
 
@@ -65,8 +66,12 @@ def test_unsafe_foreign_and_oversized_uploads_are_refused(tmp_path):
         assert r.status_code == 404 and "no upload" in r.json()["detail"]
         made = c.post("/jobs", headers=ADMIN, json=job)
         assert made.status_code == 201, made.text
-        workdir = config.data_dir / "jobs" / made.json()["id"] / "workdir"
+        workdir = config.data_dir / "uploads" / upload / "tree"  # unpacked once, at upload
         assert (workdir / "src" / "train.py").read_text() == "print('hi')\n"
+        again = c.post("/jobs", headers=ADMIN, json=job)  # a second job: no second copy
+        assert again.status_code == 201
+        assert not any((config.data_dir / "jobs" / j.json()["id"] / "workdir").exists()
+                       for j in (made, again))
 
 
 def test_a_job_runs_in_its_copy_of_the_working_dir(tmp_path):
@@ -92,7 +97,8 @@ def test_a_job_runs_in_its_copy_of_the_working_dir(tmp_path):
             service.get(f"/jobs/{job['id']}")), timeout=120, what="the job to end")
         assert done["state"] == "completed", done
         log = service.get_text(f"/jobs/{job['id']}/logs")
-        copy = tmp_path / "svc" / "state" / "jobs" / job["id"] / "workdir"
+        uploads = tmp_path / "svc" / "state" / "uploads"
+        (copy,) = [u / "tree" for u in uploads.iterdir()]  # the upload's one unpacked folder
         assert f"hello from the working folder in {copy}" in log
         assert not (copy / ".git").exists()  # .git stays home
         code, out = cli("submit", str(tmp_path / "elsewhere.py"), "--working-dir", str(project),
@@ -121,11 +127,16 @@ def test_uploads_are_deleted_once_older_than_upload_ttl_s(tmp_path):
         meta.write_text(json.dumps({**json.loads(meta.read_text()),
                                     "sent_at": old["expires_at"] - 3600 - 7200}))
         job = {"script": "train.py", "epochs": 1, "deadline_s": 60, "profile": "one"}
-        # kept until the next upload sweeps: a job may still use it
-        assert c.post("/jobs", headers=ADMIN, json={**job, "working_dir": old["id"]}) \
-            .status_code == 201
+        # kept until the next upload sweeps, and past it while a waiting job uses it
+        user_of_old = c.post("/jobs", headers=ADMIN, json={**job, "working_dir": old["id"]})
+        assert user_of_old.status_code == 201
+        post()  # sweeps, but the job waits in old's folder
+        assert (uploads / old["id"] / "tree" / "train.py").exists()
+        with c.app.state.store.session() as s:  # that job ends (no scheduler runs here)
+            s.get(JobRow, user_of_old.json()["id"]).state = "cancelled"
         newest = post()  # sweeps
-        assert sorted(p.name for p in uploads.iterdir()) == sorted([recent["id"], newest["id"]])
+        assert old["id"] not in [p.name for p in uploads.iterdir()]
+        assert {recent["id"], newest["id"]} <= {p.name for p in uploads.iterdir()}
         r = c.post("/jobs", headers=ADMIN, json={**job, "working_dir": old["id"]})
         assert r.status_code == 404 and "send the folder again" in r.json()["detail"]
         assert c.post("/jobs", headers=ADMIN, json={**job, "working_dir": recent["id"]}) \
@@ -154,3 +165,23 @@ def test_an_archive_of_too_many_members_or_a_file_and_folder_at_once_is_refused(
         assert f"more than {uploads.MAX_MEMBERS} files and folders" in refused.json()["detail"]
         assert not any((config.data_dir / "uploads").iterdir())  # nothing kept
         assert time.monotonic() - started < 120
+
+
+def test_a_users_uploads_are_bounded_together(tmp_path):
+    # before: no bound per user; one 1 MB upload and a few hundred jobs, each unpacking its
+    # own copy, filled a 300 MB data folder
+    config = read_service_config(write_service_files(
+        tmp_path, extra="max_upload_bytes_per_user: 25000\n"))
+    with TestClient(create_app(config, admin_token="admin-secret", run_scheduler=False)) as c:
+        def post(size: int, headers=ADMIN):
+            return c.post("/uploads", content=archive({"data.bin": b"0" * size}),
+                          headers={**headers, "Content-Type": "application/gzip"})
+        assert post(20000).status_code == 201
+        refused = post(10000)  # 30,000 bytes unpacked together
+        assert refused.status_code == 413, refused.text
+        assert "your uploads would hold 30000 bytes unpacked; the limit is 25000" in \
+            refused.json()["detail"]
+        bob = {"Authorization": "Bearer " + c.post("/tokens", headers=ADMIN,
+                                                     json={"user": "bob"}).json()["token"]}
+        assert post(10000, bob).status_code == 201  # another user's bound is their own
+        assert len(list((config.data_dir / "uploads").iterdir())) == 2  # nothing half-kept

@@ -119,8 +119,8 @@ def submit_cmd(
                                           "in, on the service's machine."),
     working_dir: Optional[Path] = typer.Option(
         None, "--working-dir", help="A folder here to send with the job (as a gzipped tar, "
-        "at most the service's max_upload_bytes): the job runs in its own copy; the script "
-        "is a path inside it."),
+        "at most the service's max_upload_bytes): the job runs in it, unpacked once per "
+        "upload; the script is a path inside it."),
     no_preempt: bool = typer.Option(False, "--no-preempt", help="Once started, never pause or "
                                     "move it (for jobs that cannot resume from a checkpoint)."),
     asap: bool = typer.Option(False, "--asap", help="Never hold it back to save energy."),

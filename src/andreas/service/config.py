@@ -22,6 +22,7 @@ Example (paths are relative to the file)::
     period_s: 60                     # also replan every minute (null: only on events)
     grace_s: 10                      # SIGTERM, then SIGKILL after this long
     max_body_bytes: 4194304          # larger request bodies are refused (413)
+    max_upload_bytes_per_user: 1073741824  # a user's uploads together, unpacked (413 past it)
     public_url: http://127.0.0.1:8000  # where jobs report progress (default: where serve binds)
     trusted_proxies: [10.0.0.5]      # whose X-Forwarded-For names the client (default: none)
     log_progress_posts: false        # access-log lines of accepted progress posts (one per epoch)
@@ -58,7 +59,8 @@ SERVICE_KEYS = (
     "policy_options", "decision_budget_ms", "decide_in", "decide_nice", "forecast_budget_s",
     "period_s", "poll_s", "grace_s", "max_body_bytes", "auth_max_failures", "auth_window_s",
     "public_url", "priority_weights", "learn", "replan_deviation", "quotas", "max_retries",
-    "max_upload_bytes", "upload_ttl_s", "allowed_roots", "trusted_proxies",
+    "max_upload_bytes", "max_upload_bytes_per_user", "upload_ttl_s", "allowed_roots",
+    "trusted_proxies",
     "log_progress_posts")
 """Every key service.yaml may hold; any other is an error (io.Fields.only)."""
 CLUSTER_FILE_KEYS = frozenset(CLUSTER_KEYS)
@@ -94,6 +96,7 @@ class ServiceConfig:
     quotas: Quotas = field(default_factory=Quotas)  # per-user limits (quotas.py)
     max_retries: int = 3  # restarts from the checkpoint after a run is killed (OOM, signal)
     max_upload_bytes: int = 100 * 1024 * 1024  # a working folder sent with a job (gzipped)
+    max_upload_bytes_per_user: int = 1024 ** 3  # a user's uploads together, unpacked
     upload_ttl_s: float = 7 * 86400.0  # an upload older than this is deleted (uploads.py)
     allowed_roots: tuple[Path, ...] = ()  # scripts and workdirs must lie inside (empty: anywhere)
     trusted_proxies: tuple[str, ...] = ()  # addresses whose X-Forwarded-For is believed
@@ -247,6 +250,8 @@ def read_service_config(path: str | Path) -> ServiceConfig:
         max_retries=int(doc.number("max_retries", default=3, minimum=0)),
         max_upload_bytes=int(doc.number("max_upload_bytes", default=100 * 1024 * 1024,
                                         positive=True)),
+        max_upload_bytes_per_user=int(doc.number("max_upload_bytes_per_user",
+                                                 default=1024 ** 3, positive=True)),
         upload_ttl_s=doc.number("upload_ttl_s", default=7 * 86400.0, positive=True),
         allowed_roots=_roots(doc, base), trusted_proxies=_proxies(doc),
         log_progress_posts=_flag(doc, "log_progress_posts", False), **_job_accounts(doc))

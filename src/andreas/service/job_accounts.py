@@ -9,10 +9,13 @@ reach is then what its account can reach, so the data folder is laid out for it:
       jobs/                   0711 service
         <job>/                0711 service
           checkpoint/         0700 the job's account   (ANDREAS_CHECKPOINT_DIR)
-          workdir/            0700 the job's account   (an unpacked upload)
+          workdir/            0700 the job's account   (an upload unpacked by an older version)
           logs/               0700 service   (the job writes its log through an inherited fd)
           runs/<n>/           0700 service   (pid.json, exit.json: the job cannot forge them)
           lock                0600 service
+      uploads/                0711 service
+        <upload>/             0711 service   (names.json, meta.json: 0600)
+          tree/               0700 the owner's job account   (the jobs' working folder)
 
 `andreas serve` also sets its umask to 077, so any other file it writes is its own alone.
 """
@@ -108,10 +111,12 @@ class JobAccounts:
                     "may read it (not under /root)")
 
     # ------------------------------------------------------------------ per job
-    def prepare(self, job_dir: Path, owner: str) -> str | None:
+    def prepare(self, job_dir: Path, owner: str, workdir: str | None = None) -> str | None:
         """Create `job_dir`'s folders with their owners and modes (see the module's
-        docstring) for a job of `owner`; return the account it runs as (None: the service's
-        own). An OSError if the data folder refuses the writes."""
+        docstring) for a job of `owner`, and give it `workdir` when that is an upload's
+        unpacked folder (data_dir/uploads/<id>/tree, shared by the upload's jobs, all of one
+        owner); return the account it runs as (None: the service's own). An OSError if the
+        data folder refuses the writes."""
         for folder, mode in ((job_dir, PASS_THROUGH), (job_dir / "logs", PRIVATE_DIR),
                              (job_dir / "runs", PRIVATE_DIR)):
             folder.mkdir(mode=mode, parents=True, exist_ok=True)
@@ -123,9 +128,11 @@ class JobAccounts:
         os.chmod(job_dir, PASS_THROUGH)
         identity = self.identity(name)
         give_tree(checkpoint, identity)
-        workdir = job_dir / "workdir"
-        if workdir.is_dir() and not workdir.is_symlink():
-            give_tree(workdir, identity)
+        uploads = self.config.data_dir / "uploads"
+        for tree in (job_dir / "workdir", Path(workdir) if workdir else None):
+            if tree is not None and tree.is_dir() and not tree.is_symlink() and (
+                    tree.parent.parent == uploads or tree.parent == job_dir):
+                give_tree(tree, identity)
         return name
 
 

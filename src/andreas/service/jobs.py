@@ -170,13 +170,8 @@ def _prepare(store: Store, scheduler: Scheduler, rows: list[JobRow], user: User,
         if row.hard_deadline:
             refuse_if_late(scheduler, row, user.name, f"job [{i}]: " if len(rows) > 1 else "")
     for row in rows:
-        archive = row.upload
-        if archive is not None:  # its own copy of the uploaded folder, where it runs
-            from .uploads import unpack
-
-            into = scheduler.job_dir(row.id) / "workdir"
-            unpack(archive, into)
-            row.workdir = str(into)
+        if row.upload is not None:  # the upload's one unpacked folder, shared by its jobs
+            row.workdir = str(row.upload)
     return None
 
 
@@ -302,7 +297,7 @@ def validate_submission(config: ServiceConfig, body: JobSubmit, now: float,
     default_name = Path(command[-1] if body.script is None else body.script).name[:200]
     if upload is not None:
         row = _row(body, command, due, weight, inline, now, default_name)
-        row.upload = upload  # unpacked into its folder once it has an id (accept)
+        row.upload = upload  # its unpacked folder: the job's workdir once it has an id
         return row
     return _row(body, command, due, weight, inline, now, default_name)
 

@@ -534,10 +534,11 @@ class Scheduler:
         owners = {**self.owners, job.id: owner}
         return self.planner.what_if(snapshot, job.id, self.planner.limits(owners, self.drained))
 
-    def _owner_name(self, job_id: str) -> str:
+    def _owner_and_workdir(self, job_id: str) -> tuple[str, str | None]:
         with self.store.session() as s:
-            return s.scalar(select(User.name).join(JobRow, JobRow.owner_id == User.id)
-                            .where(JobRow.id == job_id)) or ""
+            row = s.execute(select(User.name, JobRow.workdir).join(
+                JobRow, JobRow.owner_id == User.id).where(JobRow.id == job_id)).first()
+        return ("", None) if row is None else (row[0] or "", row[1])
 
     def _free_indices(self, node: NodeInfo) -> list[int]:
         with self.store.session() as s:
@@ -559,9 +560,9 @@ class Scheduler:
             self.wake("retry")
             return
         job_dir = self.job_dir(job_id)
-        owner = self.owners.get(job_id) or self._owner_name(job_id)
+        owner, workdir = self._owner_and_workdir(job_id)
         try:  # before a run is recorded: a data folder that refuses writes records none
-            account = self.accounts.prepare(job_dir, owner)
+            account = self.accounts.prepare(job_dir, owner, workdir)
         except OSError as exc:
             refused = refused_write(exc, self.config.data_dir)
             if refused is None:

@@ -63,8 +63,8 @@ class JobSubmit(Strict):
                                                    "machine (default: the service's)")
     working_dir: str | None = Field(None, pattern=r"^upl-[0-9a-f]{16}$",
                                     description="an upload's id (POST /uploads): the job runs "
-                                                "in its own copy of that folder; `script` is "
-                                                "a path inside it")
+                                                "in that folder (unpacked once per upload); "
+                                                "`script` is a path inside it")
     epochs: float = Field(ge=MIN_EPOCHS, le=MAX_EPOCHS)
     due_date: float | None = Field(None, ge=0, le=MAX_UNIX_TIME,
                                    description="Unix time the job is due")

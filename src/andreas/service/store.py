@@ -253,6 +253,15 @@ class Store:
         self._known.clear()  # after the commit: no request can cache it valid again
         return row, owner
 
+    def active_workdirs(self) -> set[str]:
+        """The working folders of the jobs that wait or run (an upload they use is kept)."""
+        from .db import JobRow
+        from .states import ACTIVE_STATES
+
+        with self.session() as s:
+            return {w for w in s.scalars(select(JobRow.workdir).where(
+                JobRow.state.in_(ACTIVE_STATES), JobRow.workdir.is_not(None))) if w}
+
     # ------------------------------------------------------------------ drained nodes
     def drained_nodes(self) -> dict[str, tuple[float, str]]:
         """Drained node -> (since when, by whom)."""

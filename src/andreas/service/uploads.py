@@ -1,23 +1,27 @@
 """Working folders sent with a job (`andreas submit --working-dir DIR`, as `ray job submit
---working-dir` does): a gzipped tar uploaded to POST /uploads, checked, kept until a job uses
-it, then unpacked into the job's own folder, where the job runs.
+--working-dir` does): a gzipped tar uploaded to POST /uploads, checked, unpacked once into the
+upload's own folder (`tree/`), where every job that names it runs, as Ray shares a working_dir.
 
 An archive is refused unless every member is a plain file or folder with a relative path that
-stays inside (no absolute path, no `..`, no link, no device), and unpacked it stays under
-`max_upload_bytes` x 10 (no zip bomb). An upload belongs to the user who sent it: another
-user's id is not found. It may serve several jobs (each unpacks its own copy), and is deleted
-`upload_ttl_s` after it was sent (service.yaml, 7 days by default): each new upload sweeps the
-expired ones, so the folder holds at most what was sent within that time.
+stays inside (no absolute path, no `..`, no link, no device, no file with members below it),
+it has at most MAX_MEMBERS of them, and unpacked it stays under `max_upload_bytes` x 10 (no
+zip bomb). A user's uploads together hold at most `max_upload_bytes_per_user` unpacked. An
+upload belongs to the user who sent it: another user's id is not found. It is deleted
+`upload_ttl_s` after it was sent (service.yaml, 7 days by default) once no waiting or running
+job uses it: each new upload sweeps the expired ones. One copy per upload, not one per job: a
+1 MB upload and a few hundred jobs once filled a 300 MB data folder with copies left behind.
 """
 
 from __future__ import annotations
 
 import errno
 import json
+import os
 import secrets
 import shutil
 import tarfile
 import time
+from collections.abc import Set as AbstractSet
 from pathlib import Path, PurePosixPath
 
 from .jobs import Refused
@@ -70,12 +74,16 @@ def check_archive(path: Path, max_unpacked: int, max_members: int = MAX_MEMBERS)
     return names
 
 
-def sweep(data_dir: Path, ttl_s: float, now: float) -> list[str]:
+def sweep(data_dir: Path, ttl_s: float, now: float, in_use: AbstractSet[str] = frozenset()
+          ) -> list[str]:
     """Delete the uploads sent more than `ttl_s` before `now` (by their meta.json's time, or
-    the folder's for one that never got to write it); the ids deleted."""
+    the folder's for one that never got to write it), except those `in_use` by a waiting or
+    running job; the ids deleted."""
     gone = []
     folders = uploads_dir(data_dir)
     for folder in sorted(folders.iterdir()) if folders.is_dir() else ():
+        if folder.name in in_use:
+            continue
         try:
             sent = json.loads((folder / "meta.json").read_text()).get("sent_at")
         except (OSError, ValueError):
@@ -91,50 +99,95 @@ def sweep(data_dir: Path, ttl_s: float, now: float) -> list[str]:
 
 
 def save(data_dir: Path, owner_id: int, chunks: list[bytes], max_bytes: int,
-         ttl_s: float | None = None) -> dict:
-    """Store an uploaded archive for `owner_id` after checking it, having deleted the uploads
-    older than `ttl_s` (None: none); its id, size and when it expires."""
+         ttl_s: float | None = None, per_user_bytes: int | None = None,
+         in_use: AbstractSet[str] = frozenset()) -> dict:
+    """Check an uploaded archive for `owner_id` and unpack it once into its folder's `tree/`,
+    having deleted the uploads older than `ttl_s` (None: none) that no job uses (`in_use`);
+    its id, size and when it expires. Refused (413) past `per_user_bytes` unpacked for this
+    user's uploads together; 507 on a full disk; nothing half-written is kept."""
     now = time.time()
     if ttl_s is not None:
-        sweep(data_dir, ttl_s, now)
+        sweep(data_dir, ttl_s, now, in_use)
     upload_id = "upl-" + secrets.token_hex(8)
     folder = uploads_dir(data_dir) / upload_id
     archive = folder / "archive.tar.gz"
     try:
         folder.mkdir(parents=True)
+        os.chmod(uploads_dir(data_dir), 0o711)  # jobs pass through to their tree, list none
         with archive.open("wb") as f:
             for chunk in chunks:
                 f.write(chunk)
+        names, unpacked = _checked_size(archive, max_bytes * UNPACKED_FACTOR)
+        used = held_by(data_dir, owner_id)
+        if per_user_bytes is not None and used + unpacked > per_user_bytes:
+            raise Refused(413, f"upload: your uploads would hold {used + unpacked} bytes "
+                               f"unpacked; the limit is {per_user_bytes} per user "
+                               f"(max_upload_bytes_per_user); they are deleted upload_ttl_s "
+                               f"after they are sent, once no job uses them")
+        unpack(archive, folder / "tree")
+        size = archive.stat().st_size
+        archive.unlink()  # the tree is what jobs use
+        os.chmod(folder, 0o711)
+        (folder / "names.json").write_text(json.dumps(names))
+        (folder / "meta.json").write_text(json.dumps({
+            "owner": owner_id, "bytes": size, "unpacked_bytes": unpacked,
+            "files": len(names), "sent_at": now}))
     except OSError as exc:  # nothing half-written is kept
         shutil.rmtree(folder, ignore_errors=True)
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise Refused(507, "upload: the service's disk is full; nothing was stored; send "
                                "it again later", retry_after=60) from None
         raise
-    try:
-        names = check_archive(archive, max_bytes * UNPACKED_FACTOR)
     except Refused:
         shutil.rmtree(folder, ignore_errors=True)
         raise
-    size = archive.stat().st_size
-    (folder / "meta.json").write_text(json.dumps({"owner": owner_id, "bytes": size,
-                                                  "files": len(names), "sent_at": now}))
     return {"id": upload_id, "bytes": size, "files": len(names),
             "expires_at": None if ttl_s is None else now + ttl_s}
 
 
+def _checked_size(archive: Path, max_unpacked: int) -> tuple[list[str], int]:
+    names = check_archive(archive, max_unpacked)
+    with tarfile.open(archive, mode="r:gz") as tar:
+        return names, sum(m.size for m in tar)
+
+
+def held_by(data_dir: Path, owner_id: int) -> int:
+    """Unpacked bytes of `owner_id`'s uploads (by their meta.json)."""
+    total = 0
+    folders = uploads_dir(data_dir)
+    for folder in folders.iterdir() if folders.is_dir() else ():
+        try:
+            meta = json.loads((folder / "meta.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if meta.get("owner") == owner_id:
+            total += int(meta.get("unpacked_bytes") or 0)
+    return total
+
+
 def find(data_dir: Path, upload_id: str, owner_id: int) -> tuple[Path, list[str]]:
-    """An upload of `owner_id`'s: its archive and member names; Refused(404) otherwise."""
+    """An upload of `owner_id`'s: its unpacked folder, where its jobs run, and the names in
+    it; Refused(404) otherwise."""
     folder = uploads_dir(data_dir) / upload_id
     try:
         meta = json.loads((folder / "meta.json").read_text())
+        names = json.loads((folder / "names.json").read_text())
     except (OSError, ValueError):
         meta = None
     if meta is None or meta.get("owner") != owner_id or "/" in upload_id:
         raise Refused(404, f"working_dir: no upload {upload_id!r} of yours (an upload is kept "
                            f"for upload_ttl_s after it is sent; send the folder again)")
-    archive = folder / "archive.tar.gz"
-    return archive, check_archive(archive, 1 << 62)
+    return folder / "tree", names
+
+
+def upload_of(workdir: str | None, data_dir: Path) -> str | None:
+    """The upload id whose tree `workdir` is, or None."""
+    if not workdir:
+        return None
+    path = Path(workdir)
+    if path.name == "tree" and path.parent.parent == uploads_dir(data_dir):
+        return path.parent.name
+    return None
 
 
 def unpack(archive: Path, into: Path) -> None:

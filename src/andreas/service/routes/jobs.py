@@ -45,13 +45,20 @@ STATE_PATTERN = "^(" + "|".join(JobState) + ")$"
                  "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}})
 async def upload(request: Request, user: CurrentUser, svc: ServicesDep):
     """Send a working folder as a gzipped tar (at most max_upload_bytes); a job names the
-    answer's id as `working_dir` and runs in its own copy of the folder. Kept until
-    `expires_at` (upload_ttl_s after it is sent)."""
+    answer's id as `working_dir` and runs in the folder, unpacked once for all the jobs that
+    name it. Kept until `expires_at` (upload_ttl_s after it is sent), and while a job that
+    waits or runs uses it."""
     chunks = [chunk async for chunk in request.stream()]
-    # written and checked in a worker thread: reading a large archive's members on the event
-    # loop once held every other request for a minute and a half
-    return await run_in_threadpool(uploads.save, svc.config.data_dir, user.id, chunks,
-                                   svc.config.max_upload_bytes, svc.config.upload_ttl_s)
+    config = svc.config
+
+    def save() -> dict:
+        in_use = {u for u in (uploads.upload_of(w, config.data_dir)
+                              for w in svc.store.active_workdirs()) if u}
+        return uploads.save(config.data_dir, user.id, chunks, config.max_upload_bytes,
+                            config.upload_ttl_s, config.max_upload_bytes_per_user, in_use)
+    # written, checked and unpacked in a worker thread: reading a large archive's members on
+    # the event loop once held every other request for a minute and a half
+    return await run_in_threadpool(save)
 
 
 @router.post("/jobs", status_code=201, response_model=JobOut,

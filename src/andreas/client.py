@@ -30,6 +30,7 @@ import yaml
 
 from .errors import AndreasError
 from .service.states import FINAL_STATES
+from .timing import on_time, shown_end
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 RETRY_STATUS = (429, 502, 503, 504)
@@ -131,9 +132,12 @@ class Job:
     def predicted_completion(self) -> float | None:
         """When the latest forecast ends the job; once it ended, what happened: its completion
         time, or None for a job that never completed (cancelled, failed, timed out)."""
-        if self.raw.get("completed_at") is not None:
-            return float(self.raw["completed_at"])
-        return None if self.final else self._forecast("completion")
+        return shown_end(self._completed_at, self.final, self._forecast("completion"))
+
+    @property
+    def _completed_at(self) -> float | None:
+        value = self.raw.get("completed_at")
+        return None if value is None else float(value)
 
     @property
     def predicted_cost(self) -> float | None:
@@ -146,17 +150,9 @@ class Job:
 
     @property
     def on_time(self) -> bool | None:
-        """Whether the job ends by its due date: what happened once it completed; None for a
-        job that ended otherwise; False for one past its due date and not done, whatever an
-        older forecast said; else the forecast's answer."""
-        if self.raw.get("completed_at") is not None:
-            return float(self.raw["completed_at"]) <= self.due_date + 1e-6
-        if self.final:
-            return None
-        if time.time() > self.due_date:
-            return False
-        end = self._forecast("completion")
-        return None if end is None else end <= self.due_date + 1e-6
+        """Whether the job ends by its due date (the rule of every view: timing.on_time)."""
+        return on_time(self._completed_at, self.final, self.due_date,
+                       self._forecast("completion"))
 
     @property
     def node(self) -> str | None:

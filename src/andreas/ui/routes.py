@@ -40,6 +40,7 @@ from ..service.jobs import (
 from ..service.routes.deps import refuse
 from ..service.schemas import JobSubmit
 from ..service.states import FINAL_STATES
+from ..timing import on_time, shown_end
 from .views import STATES, cluster_view, forecast_charts, plan_view, user_names
 
 HERE = Path(__file__).parent
@@ -49,6 +50,14 @@ SESSION_S = 12 * 3600  # the cookie's life; the token's own expiry and revocatio
 
 templates = Jinja2Templates(directory=str(HERE / "templates"))
 templates.env.filters["clock"] = local_time
+templates.env.globals["on_time"] = lambda j, now: on_time(
+    j.completed_at, j.state in FINAL_STATES, j.due_date, (j.forecast or {}).get("completion"),
+    now)
+templates.env.globals["shown_end"] = lambda j: shown_end(
+    j.completed_at, j.state in FINAL_STATES, (j.forecast or {}).get("completion"))
+# a finished job's last forecast is no longer one: its views show what happened instead
+templates.env.globals["live_forecast"] = lambda j: {} if j.state in FINAL_STATES else (
+    j.forecast or {})
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
 

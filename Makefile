@@ -1,6 +1,7 @@
 # make demo  - set up a virtual environment, compare all policies on the paper scenario and
 #              write an HTML report to demo-out/report/report.html
 # make test  - set up and run the whole test suite
+# make test-fast - the linters, then the unit and property tests only (pytest -m "not service")
 # make bench - time whole simulations per policy and one service decision; writes
 #              bench/results.md and bench/service.md
 # make zoo   - the benchmark zoo: every policy on 14 scenario families (generated and real
@@ -27,7 +28,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint zoo zoo-holdout bench bench-budget bench-decisions bench-scale bench-service chaos install install-browser install-slurm install-acl screenshots clean
+.PHONY: demo test test-fast lint zoo zoo-holdout bench bench-budget bench-decisions bench-scale bench-service chaos install install-browser install-slurm install-acl screenshots clean
 
 $(STAMP): pyproject.toml requirements.lock
 	@echo "== setting up $(VENV): ANDREAS, its service and test dependencies (a few minutes, once)"
@@ -66,6 +67,9 @@ lint: $(STAMP)
 
 test: $(STAMP) install-browser install-slurm install-acl lint
 	$(BIN)/python -m pytest
+
+test-fast: $(STAMP) lint
+	$(BIN)/python -m pytest -m "not service"
 
 screenshots: $(STAMP) install-browser
 	$(BIN)/python scripts/ui_screenshots.py --out docs/img

@@ -25,6 +25,9 @@ from andreas.service.db import Token
 from andreas.service.schemas import MAX_DEADLINE_S, MAX_EPOCHS, MAX_UNIX_TIME, MIN_EPOCHS
 from andreas.service.store import hash_token
 
+# real services, engines or processes: make test runs these, make test-fast does not
+pytestmark = pytest.mark.service
+
 TOKEN = "fuzz-admin-token"
 USER_TOKEN: dict[str, str] = {}  # made once the app exists
 

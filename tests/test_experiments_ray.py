@@ -5,6 +5,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# real services, engines or processes: make test runs these, make test-fast does not
+pytestmark = pytest.mark.service
+
 
 def andreas(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "andreas", *map(str, args)],

@@ -2,12 +2,16 @@
 
 import sys
 
+import pytest
 from conftest import wait_for, write_service_files
 from fastapi.testclient import TestClient
 
 from andreas.executors.base import job_environment
 from andreas.service.api import create_app
 from andreas.service.config import read_service_config
+
+# real services, engines or processes: make test runs these, make test-fast does not
+pytestmark = pytest.mark.service
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
 

@@ -25,6 +25,9 @@ from andreas.service.job_accounts import JobAccounts, read_job_file
 from andreas.service.sandbox import THREE_GPUS, LocalService
 from andreas.service.secret_env import check_config_secrets, read_secret_file
 
+# real services, engines or processes: make test runs these, make test-fast does not
+pytestmark = pytest.mark.service
+
 HOSTILE = Path(__file__).parent / "data" / "hostile_job.py"
 ADMIN = {"Authorization": "Bearer admin-secret"}
 PROFILES = "profile,gpu_type,gpus,seconds_per_epoch\none,fast,1,0.3\n"

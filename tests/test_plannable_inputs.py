@@ -4,6 +4,7 @@ the reason, and draining a node plans the rest over the remaining nodes."""
 
 import math
 
+import pytest
 from conftest import scheduler_with_queued_jobs, wait_for, write_service_files
 from fastapi.testclient import TestClient
 from hypothesis import given, settings
@@ -25,6 +26,7 @@ def app(tmp_path, extra=""):
                       admin_token="admin-secret")
 
 
+@pytest.mark.service
 def test_a_run_of_zero_seconds_is_refused_naming_the_fields(tmp_path):
     # each field is in range; their product, 0.001 epochs of 5e-324 s, is a run of exactly
     # 0 s, which the ATC order divides by: once accepted, it stopped every user's planning
@@ -44,6 +46,7 @@ def test_a_run_of_zero_seconds_is_refused_naming_the_fields(tmp_path):
             named.json()["detail"]
 
 
+@pytest.mark.service
 def test_a_due_date_before_the_submission_is_refused(tmp_path):
     with TestClient(app(tmp_path)) as client:
         answer = client.post("/jobs", headers=ADMIN, json={
@@ -79,6 +82,7 @@ def _poisoned(tmp_path):
     return scheduler
 
 
+@pytest.mark.service
 def test_a_job_the_policy_cannot_plan_fails_alone_and_the_others_run(tmp_path):
     scheduler = _poisoned(tmp_path)
     try:
@@ -111,6 +115,7 @@ def test_the_reduction_finds_exactly_the_jobs_that_fail_together(case):
         assert len(calls) <= 2 * math.ceil(math.log2(n)) + 2
 
 
+@pytest.mark.service
 def test_draining_the_only_node_of_a_type_plans_the_rest_and_says_why(tmp_path):
     # n2 is the only slow node: a job that runs only on slow GPUs cannot start while it is
     # drained. Before, every tick failed ("left 1 job(s) waiting on an idle cluster"), the plan

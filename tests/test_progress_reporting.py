@@ -5,10 +5,14 @@ import os
 import subprocess
 import sys
 
+import pytest
 from conftest import train_job, wait_for, write_service_files
 from test_service_durability import Service, free_port
 
 from andreas.service.config import public_url_for, read_service_config
+
+# real services, engines or processes: make test runs these, make test-fast does not
+pytestmark = pytest.mark.service
 
 
 def test_public_url_defaults_to_the_bound_address(tmp_path):

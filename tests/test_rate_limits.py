@@ -4,8 +4,12 @@ when it comes from a proxy the operator trusts (`trusted_proxies`). Against a re
 `andreas serve`, since uvicorn, not the app, reads that header."""
 
 import httpx
+import pytest
 
 from andreas.service.sandbox import THREE_GPUS, LocalService
+
+# real services, engines or processes: make test runs these, make test-fast does not
+pytestmark = pytest.mark.service
 
 PROFILES = "profile,gpu_type,gpus,seconds_per_epoch\none,fast,1,0.3\n"
 LIMIT = "auth_max_failures: 5\nauth_window_s: 3600\n"  # an hour: no test timing can expire it

@@ -1,7 +1,12 @@
 """LocalService, the real service the benchmarks and the crash campaign drive: it starts,
 answers with its admin token, survives kill -9 and a restart with its data, and stops."""
 
+import pytest
+
 from andreas.service.sandbox import LocalService
+
+# real services, engines or processes: make test runs these, make test-fast does not
+pytestmark = pytest.mark.service
 
 CLUSTER = ("energy_price: 0.2\npue: 1.0\ngpu_types:\n  g: {node_power_w: [100]}\n"
            "nodes:\n  - {name: n1, gpu_type: g, gpus: 1}\n")

@@ -8,6 +8,9 @@ from andreas.service.api import create_app
 from andreas.service.config import read_service_config
 from andreas.service.store import Store
 
+# real services, engines or processes: make test runs these, make test-fast does not
+pytestmark = pytest.mark.service
+
 ADMIN = {"Authorization": "Bearer admin-secret"}
 
 

@@ -2,11 +2,15 @@
 paused for an urgent one, a wall-time limit stops a job as `timeout`, a hard deadline the
 forecast misses is refused at submission, and the controls show in the API."""
 
+import pytest
 from conftest import train_job, wait_for, write_service_files
 from fastapi.testclient import TestClient
 
 from andreas.service.api import create_app
 from andreas.service.config import read_service_config
+
+# real services, engines or processes: make test runs these, make test-fast does not
+pytestmark = pytest.mark.service
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
 ONE_NODE = "nodes:\n  - {name: n1, gpu_type: fast, gpus: 2}\n"

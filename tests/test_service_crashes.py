@@ -6,6 +6,7 @@ the copy the service starts next; every epoch runs once."""
 import os
 import signal
 
+import pytest
 from conftest import (
     all_gone,
     assert_each_epoch_once,
@@ -18,6 +19,9 @@ from fastapi.testclient import TestClient
 
 from andreas.service.api import create_app
 from andreas.service.config import read_service_config
+
+# real services, engines or processes: make test runs these, make test-fast does not
+pytestmark = pytest.mark.service
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
 ONE_GPU = "nodes:\n  - {name: n1, gpu_type: fast, gpus: 1}\n"

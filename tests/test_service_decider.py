@@ -21,6 +21,9 @@ from andreas.service.decider import (
     warm_up_snapshot,
 )
 
+# real services, engines or processes: make test runs these, make test-fast does not
+pytestmark = pytest.mark.service
+
 
 def _snapshot(config, jobs: int = 6) -> Snapshot:
     views = tuple(JobView(Job(f"j{i}", 0.0, 50.0 + 10 * i, 0.01, 20.0 + i, "mlp"), 20.0 + i)

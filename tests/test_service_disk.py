@@ -14,6 +14,9 @@ from conftest import psycopg_url, wait_for, write_service_files
 
 from andreas.service.sandbox import LocalService
 
+# real services, engines or processes: make test runs these, make test-fast does not
+pytestmark = pytest.mark.service
+
 BODY = {"command": ["sleep", "3600"], "epochs": 1, "deadline_s": 86400, "profile": "one"}
 
 

@@ -9,9 +9,13 @@ import time
 
 import httpx
 import psutil
+import pytest
 from conftest import epoch_lines, train_job, wait_for, write_service_files
 
 from andreas.service.sandbox import free_port
+
+# real services, engines or processes: make test runs these, make test-fast does not
+pytestmark = pytest.mark.service
 
 TOKEN = "durable-admin"
 H = {"Authorization": f"Bearer {TOKEN}"}

@@ -3,11 +3,15 @@ andreas.events): what started where, what stopped and why, how each run ended.""
 
 import logging
 
+import pytest
 from conftest import scheduler_with_queued_jobs, write_service_files
 
 from andreas.service.config import read_service_config
 from andreas.service.db import RunRow
 from andreas.service.events import event
+
+# real services, engines or processes: make test runs these, make test-fast does not
+pytestmark = pytest.mark.service
 
 
 def test_a_start_a_stop_and_an_end_are_each_one_line(tmp_path, caplog):

@@ -7,12 +7,16 @@ import subprocess
 import sys
 import time
 
+import pytest
 from conftest import TRAIN, epoch_lines, train_job, wait_for, write_service_files
 from fastapi.testclient import TestClient
 
 from andreas.executors.launch import LOCKED_EXIT
 from andreas.service.api import create_app
 from andreas.service.config import read_service_config
+
+# real services, engines or processes: make test runs these, make test-fast does not
+pytestmark = pytest.mark.service
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
 ONE_NODE = "nodes:\n  - {name: n1, gpu_type: fast, gpus: 2}\n"

@@ -11,6 +11,9 @@ from andreas.service.api import create_app
 from andreas.service.config import ScenarioError, read_service_config
 from andreas.service.jobs import read_tail
 
+# real services, engines or processes: make test runs these, make test-fast does not
+pytestmark = pytest.mark.service
+
 ADMIN = {"Authorization": "Bearer admin-secret", "Content-Type": "application/json"}
 GOOD = {"command": ["true"], "epochs": 3, "deadline_s": 600, "profile": "mlp"}
 

@@ -10,6 +10,9 @@ from fastapi.testclient import TestClient
 from andreas.service.api import create_app
 from andreas.service.config import read_service_config
 
+# real services, engines or processes: make test runs these, make test-fast does not
+pytestmark = pytest.mark.service
+
 ADMIN = {"Authorization": "Bearer admin-secret"}
 
 

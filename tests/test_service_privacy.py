@@ -1,11 +1,15 @@
 """A user never sees another user's job ids (issue 21): /nodes shows them as busy, /metrics has
 no per-job series, and progress with a bad token answers the same for any job id."""
 
+import pytest
 from conftest import train_job, wait_for, write_service_files
 from fastapi.testclient import TestClient
 
 from andreas.service.api import create_app
 from andreas.service.config import read_service_config
+
+# real services, engines or processes: make test runs these, make test-fast does not
+pytestmark = pytest.mark.service
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
 

@@ -13,6 +13,9 @@ from andreas.service.api import create_app
 from andreas.service.config import ScenarioError, read_service_config
 from andreas.service.quotas import Limits, Quotas, within_limits
 
+# real services, engines or processes: make test runs these, make test-fast does not
+pytestmark = pytest.mark.service
+
 ADMIN = {"Authorization": "Bearer admin-secret"}
 
 

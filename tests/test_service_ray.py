@@ -5,6 +5,7 @@ import signal
 import sys
 
 import psutil
+import pytest
 from conftest import (
     all_gone,
     assert_each_epoch_once,
@@ -18,6 +19,9 @@ from fastapi.testclient import TestClient
 
 from andreas.service.api import create_app
 from andreas.service.config import read_service_config
+
+# real services, engines or processes: make test runs these, make test-fast does not
+pytestmark = pytest.mark.service
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
 

@@ -1,5 +1,6 @@
 """Every job the service leaves waiting says why (Decision.reasons through the API)."""
 
+import pytest
 from conftest import train_job, wait_for, write_service_files
 from fastapi.testclient import TestClient
 from helpers import cluster, job, scenario, snapshot
@@ -9,6 +10,9 @@ from andreas.policies.decision import Reason
 from andreas.service.api import create_app
 from andreas.service.config import read_service_config
 from andreas.service.planner import waiting_reasons
+
+# real services, engines or processes: make test runs these, make test-fast does not
+pytestmark = pytest.mark.service
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
 ONE_NODE = "nodes:\n  - {name: n1, gpu_type: fast, gpus: 2}\n"

@@ -15,6 +15,9 @@ from andreas.service.api import create_app
 from andreas.service.config import read_service_config
 from andreas.service.sandbox import LocalService
 
+# real services, engines or processes: make test runs these, make test-fast does not
+pytestmark = pytest.mark.service
+
 ADMIN = {"Authorization": "Bearer admin-secret"}
 NODES = [("n1", "fast", 2), ("n2", "slow", 1)]  # the types of conftest's cluster.yaml
 

@@ -2,9 +2,13 @@
 slurmd's jobs outlive slurmctld); `andreas serve --stop-jobs` stops every running job on the
 way out, each resuming from its checkpoint at the next start."""
 
+import pytest
 from conftest import all_gone, processes, wait_for, write_service_files
 
 from andreas.service.sandbox import LocalService
+
+# real services, engines or processes: make test runs these, make test-fast does not
+pytestmark = pytest.mark.service
 
 BODY = {"command": ["sleep", "600"], "epochs": 1, "deadline_s": 86400, "profile": "one"}
 

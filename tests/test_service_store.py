@@ -9,6 +9,9 @@ from andreas.service.db import JobRow
 from andreas.service.group_commit import GroupCommit
 from andreas.service.store import FairLock, Store
 
+# real services, engines or processes: make test runs these, make test-fast does not
+pytestmark = pytest.mark.service
+
 
 def test_the_fair_lock_is_granted_in_the_order_asked_and_is_reentrant():
     lock = FairLock()

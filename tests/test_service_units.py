@@ -17,6 +17,9 @@ from andreas.service.learning import speed_factor
 from andreas.sim.engine import simulate
 from andreas.sim.forecast import forecast
 
+# real services, engines or processes: make test runs these, make test-fast does not
+pytestmark = pytest.mark.service
+
 
 def andreas(*args):
     return subprocess.run([sys.executable, "-m", "andreas", *map(str, args)],

@@ -6,6 +6,7 @@ import json
 import tarfile
 import time
 
+import pytest
 from conftest import wait_for, write_service_files
 from fastapi.testclient import TestClient
 from test_client import cli
@@ -14,6 +15,9 @@ from test_service_durability import TOKEN, Service, free_port
 from andreas.service.api import create_app
 from andreas.service.config import read_service_config
 from andreas.service.db import JobRow
+
+# real services, engines or processes: make test runs these, make test-fast does not
+pytestmark = pytest.mark.service
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
 

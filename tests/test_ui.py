@@ -15,6 +15,9 @@ from test_service_durability import TOKEN, Service, free_port
 
 from andreas.service.sandbox import HEADLESS_CHROMIUM_ARGS
 
+# real services, engines or processes: make test runs these, make test-fast does not
+pytestmark = pytest.mark.service
+
 NODES = ("nodes:\n  - {name: n1, gpu_type: fast, gpus: 2}\n"
          "  - {name: n2, gpu_type: slow, gpus: 1}\n")
 

@@ -9,6 +9,7 @@ import time
 from collections import deque
 
 import httpx
+import pytest
 import uvicorn
 from conftest import wait_for, write_service_files
 from typer.testing import CliRunner
@@ -40,6 +41,7 @@ def _sign_in(client) -> None:
     assert answer.status_code == 303 and "error" not in answer.headers["location"]
 
 
+@pytest.mark.service
 def test_a_forecast_past_the_year_9999_breaks_no_view(tmp_path):
     port = free_port()
     config = read_service_config(write_service_files(

@@ -10,7 +10,11 @@ import sys
 import textwrap
 
 import psutil
+import pytest
 from conftest import all_gone, wait_for
+
+# real services, engines or processes: make test runs these, make test-fast does not
+pytestmark = pytest.mark.service
 
 STARTER = textwrap.dedent("""
     import subprocess, sys, time

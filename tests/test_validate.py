@@ -6,6 +6,9 @@ import sys
 
 import pytest
 
+# real services, engines or processes: make test runs these, make test-fast does not
+pytestmark = pytest.mark.service
+
 TINY = """\
 import os, time
 from andreas import job

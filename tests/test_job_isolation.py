@@ -262,3 +262,14 @@ def test_a_job_user_works_in_its_uploaded_folder(job_users, open_dir):
         assert (tree / "out.txt").read_text() == "hello back"
         assert tree.stat().st_uid == pwd.getpwnam(job_users[0]).pw_uid
         assert stat.S_IMODE(tree.stat().st_mode) == 0o700
+
+
+def test_a_workdir_inside_the_data_folder_is_refused(tmp_path):
+    # a job there could be handed another user's upload tree, or run among checkpoints
+    path = write_service_files(tmp_path)
+    with TestClient(create_app(read_service_config(path), admin_token="admin-secret")) as c:
+        answer = c.post("/jobs", headers=ADMIN, json={
+            "command": ["true"], "workdir": str(tmp_path / "state" / "jobs"), "epochs": 1,
+            "deadline_s": 600, "profile": "one"})
+        assert answer.status_code == 422
+        assert "is inside the service's data folder" in answer.json()["detail"]

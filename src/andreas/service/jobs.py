@@ -261,6 +261,10 @@ def validate_submission(config: ServiceConfig, body: JobSubmit, now: float,
         bad(f"workdir: no such directory {body.workdir!r}")
     if body.workdir:
         confined(config, "workdir", Path(body.workdir))
+        if Path(body.workdir).resolve().is_relative_to(config.data_dir):
+            raise Refused(422, f"workdir: {body.workdir!r} is inside the service's data folder "
+                               "(its database, other jobs' checkpoints and uploads); expected "
+                               "a folder of yours, or working_dir for an upload")
     if (body.due_date is None) == (body.deadline_s is None):
         bad("give exactly one of 'due_date' (Unix time) or 'deadline_s' (seconds from now)")
     due = body.due_date if body.due_date is not None else now + float(body.deadline_s or 0.0)

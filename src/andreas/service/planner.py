@@ -54,9 +54,14 @@ def waiting_reasons(snapshot: Snapshot, plan: Mapping, why: Mapping[str, Reason]
             out[view.job_id] = previous[view.job_id]
             continue
         r = why.get(view.job_id) or displaced_by(view, plan, snapshot) or Reason("no_capacity")
-        out[view.job_id] = {"reason": r.kind, "text": r.sentence(), "until": r.until,
-                            "node": r.node, "job": r.job}
+        out[view.job_id] = waiting_entry(r)
     return out
+
+
+def waiting_entry(r: Reason) -> dict:
+    """A job's entry in the plan's `waiting`: the reason's kind, sentence, time, node, job."""
+    return {"reason": r.kind, "text": r.sentence(), "until": r.until, "node": r.node,
+            "job": r.job}
 
 
 def displaced_by(view, plan: Mapping, snapshot: Snapshot) -> Reason | None:

@@ -46,7 +46,7 @@ from .folders import FolderRefused, refused_write, sqlite_folder
 from .job_accounts import JobAccounts, read_job_file
 from .learning import speed_factor
 from .metrics import decision_histogram
-from .planner import Planner, Proposal, waiting_reasons
+from .planner import Planner, Proposal, waiting_entry, waiting_reasons
 from .states import (
     ACTIVE_STATES,
     CANCELLED_MESSAGE,
@@ -485,9 +485,7 @@ class Scheduler:
         self.plan.waiting = waiting_reasons(snapshot, plan, proposal.why,
                                             previous if proposal.source == "kept" else {})
         for job_id, nodes in self.drained_out.items():
-            reason = Reason("drained_out", node=nodes)
-            self.plan.waiting[job_id] = {"reason": reason.kind, "text": reason.sentence(),
-                                         "until": None, "node": nodes, "job": None}
+            self.plan.waiting[job_id] = waiting_entry(Reason("drained_out", node=nodes))
 
     def _decide_without_culprits(self, snapshot: Snapshot, running: dict[str, RunRow],
                                  reasons: list[str]) -> tuple[Proposal, Snapshot]:

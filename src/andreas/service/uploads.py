@@ -36,10 +36,12 @@ def uploads_dir(data_dir: Path) -> Path:
 MAX_MEMBERS = 100_000  # files and folders in one working folder
 
 
-def check_archive(path: Path, max_unpacked: int, max_members: int = MAX_MEMBERS) -> list[str]:
-    """The member names of a safe archive; Refused(422) naming the first unsafe member. The
-    members are read one at a time and counted, so an archive of two million empty files
-    (12 MB, which once held the API for 97 s and took a gigabyte) stops at the limit."""
+def check_archive(path: Path, max_unpacked: int, max_members: int = MAX_MEMBERS
+                  ) -> tuple[list[str], int]:
+    """The member names of a safe archive and its size unpacked; Refused(422) naming the
+    first unsafe member. The members are read one at a time and counted, so an archive of
+    two million empty files (12 MB, which once held the API for 97 s and took a gigabyte)
+    stops at the limit."""
     names: list[str] = []
     total = 0
     files: set[str] = set()  # a path that is a file cannot hold another member
@@ -71,7 +73,7 @@ def check_archive(path: Path, max_unpacked: int, max_members: int = MAX_MEMBERS)
                 tar.members = []  # type: ignore[attr-defined]  # keep no header: names only
     except (tarfile.TarError, EOFError, OSError) as exc:
         raise Refused(422, f"upload: expected a gzipped tar archive ({exc})") from None
-    return names
+    return names, total
 
 
 def sweep(data_dir: Path, ttl_s: float, now: float, in_use: AbstractSet[str] = frozenset()
@@ -117,7 +119,7 @@ def save(data_dir: Path, owner_id: int, chunks: list[bytes], max_bytes: int,
         with archive.open("wb") as f:
             for chunk in chunks:
                 f.write(chunk)
-        names, unpacked = _checked_size(archive, max_bytes * UNPACKED_FACTOR)
+        names, unpacked = check_archive(archive, max_bytes * UNPACKED_FACTOR)
         used = held_by(data_dir, owner_id)
         if per_user_bytes is not None and used + unpacked > per_user_bytes:
             raise Refused(413, f"upload: your uploads would hold {used + unpacked} bytes "
@@ -143,12 +145,6 @@ def save(data_dir: Path, owner_id: int, chunks: list[bytes], max_bytes: int,
         raise
     return {"id": upload_id, "bytes": size, "files": len(names),
             "expires_at": None if ttl_s is None else now + ttl_s}
-
-
-def _checked_size(archive: Path, max_unpacked: int) -> tuple[list[str], int]:
-    names = check_archive(archive, max_unpacked)
-    with tarfile.open(archive, mode="r:gz") as tar:
-        return names, sum(m.size for m in tar)
 
 
 def held_by(data_dir: Path, owner_id: int) -> int:

@@ -80,6 +80,13 @@ def _load_yaml(path: Path) -> _Located:
     return _to_located(root)
 
 
+def did_you_mean(name: str, known: tuple[str, ...] | list[str]) -> str:
+    """"did you mean 'x'? " for the known name closest to `name` (case aside), or ""."""
+    lowered = {k.lower(): k for k in known}
+    close = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.6)
+    return f"did you mean {lowered[close[0]]!r}? " if close else ""
+
+
 class _Fields:
     """Typed access to a located mapping, raising errors that name the field path and line."""
 
@@ -105,11 +112,9 @@ class _Fields:
             text = str(key)
             if text in known or text.startswith("x-"):
                 continue
-            lowered = {k.lower(): k for k in known}
-            close = difflib.get_close_matches(text.lower(), list(lowered), n=1, cutoff=0.6)
-            hint = f"did you mean {lowered[close[0]]!r}? " if close else ""
-            raise self.error(self.name(text), f"unknown key; {hint}expected one of "
-                             f"{', '.join(known)} (or x-... for your own notes)", item.line)
+            raise self.error(self.name(text), f"unknown key; {did_you_mean(text, known)}"
+                             f"expected one of {', '.join(known)} (or x-... for your own "
+                             "notes)", item.line)
 
     def require(self, key: str) -> _Located:
         item = self.get(key)
@@ -398,9 +403,8 @@ def csv_rows(path: Path, columns: tuple[str, ...], *, pad_short: bool = False,
             accepted = columns + optional + known
             for column in header:
                 if column not in accepted and not column.startswith("x-"):
-                    close = difflib.get_close_matches(column.lower(), accepted, n=1)
-                    hint = f"did you mean {close[0]!r}? " if close else ""
-                    raise ScenarioError(path, f"unknown column; {hint}expected columns "
+                    raise ScenarioError(path, f"unknown column; "
+                                        f"{did_you_mean(column, accepted)}expected columns "
                                         f"{', '.join(accepted)} (or x-... for your own "
                                         "notes)", line=1, field=column)
         index = {c: header.index(c) for c in columns + optional if c in header}

@@ -225,10 +225,6 @@ def read_service_config(path: str | Path) -> ServiceConfig:
 
     period = doc.number_or_none("period_s", default=60.0, positive=True)
     data_dir = (base / text("data_dir", "andreas-state")).resolve()
-    learn_item = doc.get("learn")
-    if learn_item is not None and not isinstance(learn_item.value, bool):
-        raise doc.error("learn", f"expected true or false, got {learn_item.value!r}",
-                        learn_item.line)
     return ServiceConfig(
         path=path, cluster=cluster, profiles=profiles,
         database_url=_sqlite_url(base, text("database_url", f"sqlite:///{data_dir}/andreas.db")),
@@ -244,7 +240,7 @@ def read_service_config(path: str | Path) -> ServiceConfig:
         auth_max_failures=int(doc.number("auth_max_failures", default=20, positive=True)),
         auth_window_s=doc.number("auth_window_s", default=60.0, positive=True),
         public_url=(doc.get("public_url") and text("public_url", "").rstrip("/")) or None,
-        priority_weights=weights, learn=learn_item.value if learn_item else True,
+        priority_weights=weights, learn=_flag(doc, "learn", True),
         replan_deviation=doc.number("replan_deviation", default=0.1, positive=True),
         quotas=_quotas(doc),
         max_retries=int(doc.number("max_retries", default=3, minimum=0)),

@@ -37,7 +37,7 @@ from ..service.jobs import (
     visible_job,
     visible_jobs,
 )
-from ..service.routes.deps import refuse
+from ..service.routes.deps import client_address, refuse
 from ..service.schemas import JobSubmit
 from ..service.states import FINAL_STATES
 from ..timing import on_time, shown_end
@@ -127,7 +127,7 @@ def login(request: Request, token: str = Form(..., max_length=500),
     expected = request.cookies.get(LOGIN_NONCE)
     if not expected or not hmac.compare_digest(expected, nonce):
         raise HTTPException(403, "the sign-in form expired or came from elsewhere; reload it")
-    address = request.client.host if request.client else "?"
+    address = client_address(request)
     user = request.app.state.store.user_for(token.strip())
     if user is None:  # a valid token signs in whatever its address did before
         refused = refuse(request, address, 401, "unknown, revoked or expired token",

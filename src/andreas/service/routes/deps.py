@@ -2,8 +2,9 @@
 is asking.
 
 Every route but `/healthz` takes `CurrentUser` (or `AdminUser`): a bearer token looked up in
-the store, refused with 401 when missing or invalid, and with 429 while the client's address
-has failed too often (the dashboard's sign-in counts failures with the API's)."""
+the store, refused with 401 when missing or invalid, and with 429 once the client's address
+or the token tried has failed too often (the dashboard's sign-in counts failures with the
+API's); a valid token is never refused for what its address did."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ ServicesDep = Annotated[Services, Depends(get_services)]
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 
 
-def check_rate(request: Request) -> str:
+def client_address(request: Request) -> str:
     """The client's address (as the socket gives it; a proxy's X-Forwarded-For only when the
     operator trusts that proxy: `trusted_proxies`)."""
     return request.client.host if request.client else "?"
@@ -79,7 +80,7 @@ def missing_token(request: Request, address: str) -> HTTPException:
 async def current_user(request: Request, credentials: Credentials, svc: ServicesDep) -> User:
     """The token's user: from the store's cache at once, or from the database in a worker
     thread (a sync dependency would take a thread hop on every request)."""
-    address = check_rate(request)
+    address = client_address(request)
     if credentials is None:
         raise missing_token(request, address)
     known, user = svc.store.cached_user(credentials.credentials)

@@ -31,7 +31,7 @@ from .deps import (
     Credentials,
     CurrentUser,
     ServicesDep,
-    check_rate,
+    client_address,
     missing_token,
     refuse,
 )
@@ -137,7 +137,7 @@ def progress(job_id: str, body: ProgressIn, request: Request, credentials: Crede
              svc: ServicesDep):
     """Epochs done, from the running job (with the token its run was started with), its
     owner or an admin. A bad token gets the same 403 whether the job exists or not."""
-    address = check_rate(request)
+    address = client_address(request)
     if credentials is None:
         raise missing_token(request, address)
     digest = hash_token(credentials.credentials)

@@ -23,6 +23,7 @@ from andreas.service.api import create_app
 from andreas.service.config import read_service_config
 from andreas.service.db import Token
 from andreas.service.schemas import MAX_DEADLINE_S, MAX_EPOCHS, MAX_UNIX_TIME, MIN_EPOCHS
+from andreas.service.snapshots import read_snapshot
 from andreas.service.store import hash_token
 
 # real services, engines or processes: make test runs these, make test-fast does not
@@ -87,9 +88,10 @@ def plan_the_queue(app) -> int:
     """Decide and forecast the whole queue as a tick would, without starting anything (the
     fuzz's commands are never run); any exception fails the test. Returns the jobs planned."""
     scheduler = app.state.scheduler
-    snapshot, running = scheduler.snapshot()
-    proposal = scheduler.planner.decide(snapshot, {}, ["submit"], scheduler.owners,
-                                        scheduler.drained)
+    read = read_snapshot(scheduler.store, scheduler.executor, scheduler.config)
+    snapshot = read.snapshot
+    proposal = scheduler.planner.decide(snapshot, {}, ["submit"], read.owners,
+                                        set(read.drained))
     scheduler.planner.forecast(snapshot, proposal)
     assert scheduler.planner.forecast_cut is None, scheduler.planner.forecast_cut
     return len(snapshot.jobs)

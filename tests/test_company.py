@@ -278,15 +278,15 @@ def test_the_service_replans_when_a_held_job_must_start(tmp_path):
                      state="queued", epochs_done=0.0, cancel_requested=False,
                      speed_factor=1.0))
     scheduler.tick()  # startup
-    assert scheduler.plan.revisit_at == 1100.0 and scheduler.plan.assignments == {}
-    assert scheduler.plan.forecast["j"]["start"] == pytest.approx(1100.0)
+    assert scheduler.board.latest.revisit_at == 1100.0 and scheduler.board.latest.assignments == {}
+    assert scheduler.board.latest.forecast["j"]["start"] == pytest.approx(1100.0)
     now[0] = 1050.0
     scheduler.tick()
-    assert scheduler.plan.decisions == 1  # nothing to look at yet
+    assert scheduler.board.latest.decisions == 1  # nothing to look at yet
     now[0] = 1100.0
     scheduler.tick()
-    assert scheduler.plan.decisions == 2 and "revisit" in scheduler.plan.reasons
-    assert scheduler.plan.revisit_at is None
+    assert scheduler.board.latest.decisions == 2 and "revisit" in scheduler.board.latest.reasons
+    assert scheduler.board.latest.revisit_at is None
 
 
 @settings(max_examples=200, deadline=None)

@@ -94,7 +94,7 @@ def test_a_job_the_policy_cannot_plan_fails_alone_and_the_others_run(tmp_path):
                                             "(ZeroDivisionError: float division by zero)")
         assert {states[j][0] for j in ("a", "late")} == {"running"}
         assert states["b"][0] == "queued"  # the fast node's two GPUs are taken
-        assert scheduler.last_error is None and scheduler.planner.forecast_cut is None
+        assert scheduler.board.last_error is None and scheduler.planner.forecast_cut is None
     finally:
         scheduler.shutdown(stop_jobs=True)
 

@@ -107,7 +107,7 @@ def test_a_forecast_past_its_budget_is_stopped_and_the_plan_stands(tmp_path):
         config, ("a", "b", "c"), InlineDecider(make_policy("fifo"), "fifo", {}, 1e-9))
     try:
         scheduler.replan(["submit"])
-        assert scheduler.plan.assignments and scheduler.plan.forecast == {}
+        assert scheduler.board.latest.assignments and scheduler.board.latest.forecast == {}
         assert "stopped after" in (scheduler.planner.forecast_cut or "")
     finally:
         scheduler.shutdown(stop_jobs=True)

@@ -196,7 +196,7 @@ def test_retries_that_arrive_together_in_one_group_commit_make_one_job(tmp_path)
             assert holding.wait(timeout=30)
             rows = [validate_submission(config, JobSubmit(**GOOD), 0.0, user.id)
                     for _ in range(4)]
-            calls = [asyncio.ensure_future(accept(svc.store, svc.scheduler, [row], user,
+            calls = [asyncio.ensure_future(accept(svc, [row], user,
                                                   "same-key" if i < 3 else "other-key"))
                      for i, row in enumerate(rows)]
             deadline = time.monotonic() + 30

@@ -14,6 +14,7 @@ from andreas.policies import make_policy
 from andreas.policies.base import Assignment, JobView, Snapshot
 from andreas.service.config import read_service_config
 from andreas.service.learning import speed_factor
+from andreas.service.snapshots import read_snapshot
 from andreas.sim.engine import simulate
 from andreas.sim.forecast import forecast
 
@@ -150,10 +151,10 @@ def test_a_job_that_finished_as_it_was_paused_counts_as_completed(tmp_path):
                      stop_reason="pause"))
     with store.session() as s:
         job, run = s.get(JobRow, "j"), s.get(RunRow, 1)
-        scheduler._end_run(s, job, run, 0, True)  # exit 0 with every epoch done
+        scheduler.runs._end_run(s, job, run, 0, True)  # exit 0 with every epoch done
         assert job.state == "completed" and run.state == "ended"
         job.state, job.epochs_done, run.state = "running", 2.0, "running"
-        scheduler._end_run(s, job, run, 0, True)  # stopped part way: a pause
+        scheduler.runs._end_run(s, job, run, 0, True)  # stopped part way: a pause
         assert job.state == "paused"
 
 
@@ -239,8 +240,8 @@ def test_the_service_decides_and_forecasts_with_every_policy(tmp_path, policy):
     scheduler = scheduler_with_queued_jobs(read_service_config(path), ("a", "b", "c", "d"))
     try:
         scheduler.replan(["submit"])
-        assert scheduler.plan.assignments  # something started on the idle cluster
-        assert set(scheduler.plan.forecast) == {"a", "b", "c", "d"}
+        assert scheduler.board.latest.assignments  # something started on the idle cluster
+        assert set(scheduler.board.latest.forecast) == {"a", "b", "c", "d"}
     finally:
         scheduler.shutdown(stop_jobs=True)
 
@@ -256,10 +257,10 @@ def test_a_job_killed_after_its_last_epoch_is_started_again_and_completes(tmp_pa
         with scheduler.store.session() as s:
             job = s.get(JobRow, "done")
             job.state, job.epochs_done, job.first_started_at = "paused", 3.0, 1.0
-        snapshot, _ = scheduler.snapshot()
+        snapshot = read_snapshot(scheduler.store, scheduler.executor, scheduler.config).snapshot
         assert [(v.job_id, v.remaining_epochs) for v in snapshot.jobs] == [("done", 1.0)]
         scheduler.replan(["run-ended"])
-        assert "done" in scheduler.plan.assignments  # a run to resume and end it
+        assert "done" in scheduler.board.latest.assignments  # a run to resume and end it
 
         def completed() -> bool:
             scheduler.tick()
@@ -310,13 +311,16 @@ def test_a_failed_tick_is_described_without_its_sql(orig, said):
 
 def record_forecasts(scheduler, completions, *, tardiness=0.0, at=0.0):
     """Record a plan whose forecast ends each job at `completions[job]` (1 EUR of energy,
-    `tardiness` EUR late), as a decision at time `at` would (Scheduler._record_plan)."""
+    `tardiness` EUR late), as a decision at time `at` would (Scheduler._publish)."""
     from types import SimpleNamespace
 
     from andreas.sim.forecast import JobForecast
 
     predicted = {j: JobForecast(j, 100.0, c, 1.0, tardiness) for j, c in completions.items()}
-    scheduler._record_plan(SimpleNamespace(time=at), {}, predicted, ["test"], 0.01)
+    read = SimpleNamespace(snapshot=SimpleNamespace(time=at, jobs=()), drained_out={})
+    proposal = SimpleNamespace(plan={}, decision_s=0.01, source="policy", revisit_at=None,
+                               why={})
+    scheduler._publish(read, proposal, predicted, ["test"])
 
 
 def test_a_jobs_row_holds_its_first_forecast_and_its_last_once_it_leaves_the_plan(tmp_path):
@@ -342,7 +346,7 @@ def test_a_jobs_row_holds_its_first_forecast_and_its_last_once_it_leaves_the_pla
         assert s.get(JobRow, "b").predicted is None
     record_forecasts(scheduler, {"a": 510.0, "b": 600.0})  # b planned first now
     assert rows() == {"a": (500.0, 500.0), "b": (600.0, 600.0)}
-    assert scheduler.plan.forecast["a"]["completion"] == 510.0
+    assert scheduler.board.latest.forecast["a"]["completion"] == 510.0
     again = Scheduler(config, store, LocalExecutor(_nodes(config)))  # a restart
     record_forecasts(again, {"a": 520.0, "b": 630.0})
     assert rows() == {"a": (500.0, 500.0), "b": (600.0, 600.0)}
@@ -358,10 +362,10 @@ def test_the_service_records_the_workload_history_only_when_asked(tmp_path):
     config = read_service_config(write_service_files(tmp_path))
     scheduler = scheduler_with_queued_jobs(config, ["a"])
     record_forecasts(scheduler, {"a": 500.0}, tardiness=0.5)
-    assert not scheduler.history
-    scheduler.record_history = True
+    assert not scheduler.board.history
+    scheduler.board.record_history = True
     record_forecasts(scheduler, {"a": 500.0}, tardiness=0.5, at=1.0)
-    assert [h["predicted_total"] for h in scheduler.history] == [pytest.approx(1.5)]
+    assert [h["predicted_total"] for h in scheduler.board.history] == [pytest.approx(1.5)]
 
 
 def test_a_queue_longer_than_one_statements_ids_gets_its_first_forecasts(tmp_path):

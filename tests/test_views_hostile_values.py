@@ -6,7 +6,6 @@ import math
 import re
 import threading
 import time
-from collections import deque
 
 import httpx
 import pytest
@@ -61,9 +60,9 @@ def test_a_forecast_past_the_year_9999_breaks_no_view(tmp_path):
             wait_for(lambda: client.get(f"/jobs/{job}", headers=ADMIN).json()["state"] ==
                      "running", timeout=60, what="the job to start")
             scheduler = application.state.scheduler
-            scheduler.plan.forecast[job] = {**scheduler.plan.forecast.get(job, {}),
-                                            "start": FAR, "completion": FAR}
-            scheduler.forecast_history[job] = deque([(time.time(), FAR, 1.0)])
+            plan = scheduler.board.latest
+            plan.forecast[job] = {**plan.forecast.get(job, {}), "start": FAR, "completion": FAR}
+            scheduler.board.set_forecast_points(job, [(time.time(), FAR, 1.0)])
             assert client.get(f"/jobs/{job}", headers=ADMIN).status_code == 200
             _sign_in(client)
             for page in ("/ui/", f"/ui/jobs/{job}", "/ui/plan"):

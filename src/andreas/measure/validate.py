@@ -258,7 +258,7 @@ def run_validation(out: Path, spec: ValidationSpec,
     # 2. the live service, in this process, on a real port (jobs report progress to it)
     token = secrets.token_urlsafe(16)
     app = create_app(config, admin_token=token)
-    app.state.scheduler.record_history = True  # the prediction history plotted below
+    app.state.scheduler.board.record_history = True  # the prediction history plotted below
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -296,7 +296,7 @@ def run_validation(out: Path, spec: ValidationSpec,
         if failed:
             raise AndreasError(f"jobs did not complete: {', '.join(failed)}; see {work}/state")
         scheduler = app.state.scheduler
-        history = list(scheduler.history)
+        history = list(scheduler.board.history)
         progress = _progress_rows(app.state.store)
     finally:
         server.should_exit = True

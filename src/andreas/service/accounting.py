@@ -11,13 +11,11 @@ import time
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
-from sqlalchemy import select
-
 from ..model import Cluster, Job, Node
-from .db import JobRow, RunRow
 from .energy import modelled_costs, run_segments
 from .states import JobState
 from .store import Store
+from .store import jobs as job_rows
 
 
 class Accounting:
@@ -43,14 +41,8 @@ class Accounting:
     def measured(self) -> dict:
         """Costs so far from the runs' busy intervals (modelled energy) and completions."""
         now = self.clock()
-        with self.store.session() as s:  # plain rows: loading ORM objects took 10x longer
-            jobs = s.execute(select(JobRow.id, JobRow.submitted_at, JobRow.due_date,
-                                    JobRow.weight, JobRow.epochs, JobRow.state,
-                                    JobRow.completed_at)).all()
-            runs = s.execute(select(RunRow.job_id, RunRow.node, RunRow.gpu_type,
-                                    RunRow.gpu_indices, RunRow.started_at, RunRow.ended_at,
-                                    RunRow.epochs_at_start, RunRow.epochs_at_end,
-                                    RunRow.energy_j)).all()
+        with self.store.session() as s:
+            jobs, runs = job_rows.cost_rows(s)
         cluster, segments = self.segments(runs, now)
         job_objs = [Job(j.id, j.submitted_at, j.due_date, j.weight, float(j.epochs), "x")
                     for j in jobs]

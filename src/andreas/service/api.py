@@ -26,13 +26,13 @@ from .config import ServiceConfig
 from .database_errors import first_line, storage_trouble
 from .folders import ensure_writable, sqlite_folder
 from .job_accounts import JobAccounts
-from .jobs import Refused
 from .limits import BodyLimit, SecurityHeaders
 from .ratelimit import FailureLimiter
+from .refused import Refused
 from .routes import ROUTERS
-from .routes.deps import Services
 from .scheduler import Scheduler
 from .schemas import ERROR_RESPONSES
+from .services import Services
 from .store import Store
 
 
@@ -108,7 +108,7 @@ def create_app(config: ServiceConfig, *, store: Store | None = None, executor=No
                   description="Energy- and deadline-aware scheduling of deep-learning jobs. "
                               "Submit jobs, watch the plan and the costs.")
     app.state.scheduler, app.state.store, app.state.config = scheduler, store, config
-    app.state.services = Services(store, scheduler, config)  # what the routes use
+    app.state.services = Services.around(store, config, scheduler)  # what routes and pages use
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes,
                        overrides={"/uploads": config.max_upload_bytes})
     app.add_middleware(SecurityHeaders)

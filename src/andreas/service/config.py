@@ -109,6 +109,14 @@ class ServiceConfig:
         """The OS user a job of service user `owner` runs as; None: the service's own."""
         return self.job_users.get(owner, self.job_user)
 
+    def job_dir(self, job_id: str) -> Path:
+        """Where a job's files live: its checkpoint, logs and runs."""
+        return self.data_dir / "jobs" / job_id
+
+    def run_dir(self, job_id: str, run_id: int) -> Path:
+        """Where a run's launcher writes its pid and exit status."""
+        return self.job_dir(job_id) / "runs" / str(run_id)
+
     def with_database(self, url: str | None) -> "ServiceConfig":
         if not url:
             return self

@@ -30,7 +30,7 @@ Work = Callable[[Session], Any]
 class GroupCommit:
     MAX_GROUP = 256  # pieces of work per transaction
 
-    def __init__(self, store: Any) -> None:  # a Store (store.py imports this module)
+    def __init__(self, store: Any) -> None:  # a Store (store/core.py imports this module)
         self.store = store
         self._queue: queue.SimpleQueue[tuple[Work, Future] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None

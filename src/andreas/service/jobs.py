@@ -11,7 +11,6 @@ import sys
 import uuid
 from pathlib import Path, PurePosixPath
 
-from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
 
@@ -20,8 +19,10 @@ from ..clock import iso_utc
 from ..io import feasible_configs
 from .config import ServiceConfig
 from .db import JobRow, RunRow, User
-from .scheduler import Scheduler
+from .plan_board import PlanBoard, PlanInfo
+from .refused import Refused
 from .schemas import MAX_RUN_S, MIN_RUN_S, JobOut, JobSubmit, RunOut
+from .services import Services
 from .states import (
     CANCELLED_MESSAGE,
     FINAL_STATES,
@@ -30,23 +31,10 @@ from .states import (
     JobState,
     RunState,
 )
-from .store import Store, in_batches
+from .store import jobs as job_rows
+from .store import runs as run_rows
+from .uploads import find
 
-
-class Refused(Exception):
-    """A request the service refuses: `status` is the HTTP status, `detail` the sentence,
-    `retry_after` (seconds) when trying again later may succeed."""
-
-    def __init__(self, status: int, detail: str, retry_after: int | None = None) -> None:
-        super().__init__(detail)
-        self.status, self.detail, self.retry_after = status, detail, retry_after
-
-
-def owned_job_ids(s, user: User) -> set[str] | None:
-    """The ids of `user`'s jobs; None for an admin, who sees every job."""
-    if user.role == "admin":
-        return None
-    return set(s.scalars(select(JobRow.id).where(JobRow.owner_id == user.id)))
 
 def visible_job(s, job_id: str, user: User) -> JobRow:
     job = s.get(JobRow, job_id)
@@ -56,68 +44,35 @@ def visible_job(s, job_id: str, user: User) -> JobRow:
         raise Refused(403, f"job {job_id!r} belongs to another user")
     return job
 
-def visible_jobs(store: Store, scheduler: Scheduler, user: User, state: str | None = None,
+def visible_jobs(svc: Services, user: User, state: str | None = None,
                  owner: str | None = None, newest_first: bool = False) -> list[JobOut]:
     """The jobs `user` may see, with what they cost so far, oldest first (or newest):
     filtered by state, and for an admin by the owner's name."""
-    measured = scheduler.accounting.measured()["jobs"]
-    with store.session() as s:
-        order = JobRow.submitted_at.desc() if newest_first else JobRow.submitted_at
-        query = select(JobRow).order_by(order, JobRow.id)
-        if user.role != "admin":
-            query = query.where(JobRow.owner_id == user.id)
-        elif owner:
-            query = query.join(User, JobRow.owner_id == User.id).where(User.name == owner)
-        if state:
-            query = query.where(JobRow.state == state)
-        jobs = list(s.scalars(query))
+    measured = svc.accounting.measured()["jobs"]
+    with svc.store.session() as s:
+        jobs = job_rows.jobs_for(s, user, state, owner, newest_first)
         # every job's runs and owner in two queries, not two per job: on a long queue those
         # held the database from every other request
-        runs: dict[str, list[RunRow]] = {j.id: [] for j in jobs}
-        for batch in in_batches(list(runs)):
-            for run in s.scalars(select(RunRow).where(RunRow.job_id.in_(batch))
-                                 .order_by(RunRow.id)):
-                runs[run.job_id].append(run)
-        owners = dict(s.execute(select(User.id, User.name)).all())
-        return [job_out(s, j, scheduler, measured.get(j.id), runs=runs[j.id],
+        runs = job_rows.runs_by_job(s, [j.id for j in jobs])
+        owners = job_rows.user_names_by_id(s)
+        return [job_out(s, j, svc, measured.get(j.id), runs=runs[j.id],
                         owner=owners.get(j.owner_id, "?")) for j in jobs]
 
 
-def gpu_holders(s, owned: set[str] | None) -> dict[str, dict[str, str]]:
-    """Node -> GPU index -> the job whose live run holds it; a job not in `owned` (None: all
-    are) shows as "busy", so that no user learns another's job ids."""
-    held: dict[str, dict[str, str]] = {}
-    for run in s.scalars(select(RunRow).where(RunRow.state.in_(LIVE_RUN_STATES))):
-        shown = run.job_id if owned is None or run.job_id in owned else "busy"
-        for i in run.gpu_indices:
-            held.setdefault(run.node, {})[str(i)] = shown
-    return held
-
-
-def gpus_by_type(nodes, held: dict[str, dict[str, str]]) -> dict[str, tuple[int, int]]:
-    """GPU type -> (GPUs, busy GPUs) over `nodes` (the executor's, in their order), from
-    `gpu_holders`."""
-    out: dict[str, tuple[int, int]] = {}
-    for n in nodes:
-        gpus, busy = out.get(n.gpu_type, (0, 0))
-        out[n.gpu_type] = (gpus + n.gpus, busy + len(held.get(n.name, {})))
-    return out
-
-
-def request_cancel(store: Store, scheduler: Scheduler, job_id: str, user: User) -> None:
+def request_cancel(svc: Services, job_id: str, user: User) -> None:
     """Cancel a job: a queued or paused one at once, a running one at the next tick (stopped
     like a pause). Refused (409) for a job that has ended."""
-    with store.session() as s:
+    with svc.store.session() as s:
         job = visible_job(s, job_id, user)
         if job.state in FINAL_STATES:
             raise Refused(409, f"job {job_id!r} is already {job.state}")
         job.cancel_requested = True
         if job.state in WAITING_STATES:
             job.state, job.message = JobState.CANCELLED, CANCELLED_MESSAGE
-    scheduler.wake("cancel")
+    svc.wake("cancel")
 
 
-async def accept(store: Store, scheduler: Scheduler, rows: list[JobRow], user: User,
+async def accept(svc: Services, rows: list[JobRow], user: User,
                  idempotency_key: str | None = None) -> tuple[list[JobOut], bool]:
     """Store validated submissions in one transaction, wake the scheduler, show them.
     A job with a hard deadline that the forecast ends late is refused (409), and with it
@@ -129,9 +84,9 @@ async def accept(store: Store, scheduler: Scheduler, rows: list[JobRow], user: U
     arrive with it (group_commit.py). A thread per request, and a transaction per request,
     made every concurrent request wait its turn for the interpreter and the database
     (bench/service-load.md). The rest is prepared in a worker thread."""
-    limit = scheduler.config.quotas.of(user.name).max_queued
+    limit = svc.config.quotas.of(user.name).max_queued
     costly = any(row.hard_deadline or row.upload is not None for row in rows)
-    prepare = functools.partial(_prepare, store, scheduler, rows, user, idempotency_key, limit,
+    prepare = functools.partial(_prepare, svc, rows, user, idempotency_key, limit,
                                 costly)
     earlier = await run_in_threadpool(prepare) if costly or limit is not None else prepare()
     if earlier is not None:
@@ -141,67 +96,64 @@ async def accept(store: Store, scheduler: Scheduler, rows: list[JobRow], user: U
         s.add_all(rows)  # flushed with the group's: one INSERT for all of them
 
     try:
-        await asyncio.wrap_future(store.group.submit(insert))
+        await asyncio.wrap_future(svc.store.group.submit(insert))
     except IntegrityError:  # the unique (owner, key) index: a retry, or a concurrent one
         if idempotency_key is None:
             raise
-        earlier = await run_in_threadpool(submitted_with, store, scheduler, user,
-                                          idempotency_key)
+        earlier = await run_in_threadpool(submitted_with, svc, user, idempotency_key)
         if earlier is None:
             raise
         return [earlier], False
-    scheduler.wake("submit")
-    return [job_out(None, row, scheduler, None, runs=[], owner=user.name) for row in rows], True
+    svc.wake("submit")
+    return [job_out(None, row, svc, None, runs=[], owner=user.name) for row in rows], True
 
 
-def _prepare(store: Store, scheduler: Scheduler, rows: list[JobRow], user: User,
+def _prepare(svc: Services, rows: list[JobRow], user: User,
              idempotency_key: str | None, limit: int | None, costly: bool) -> JobOut | None:
     """Give `rows` their ids and owner, after the checks that need the database, the forecast
     or the disk; returns the job made earlier when this is the retry of a `costly` submission
     (one with a hard deadline or an upload), which must not be forecast or unpacked again."""
     if idempotency_key is not None and costly:
-        if (out := submitted_with(store, scheduler, user, idempotency_key)) is not None:
+        if (out := submitted_with(svc, user, idempotency_key)) is not None:
             return out
-    refuse_over_queue(store, limit, len(rows), user)
+    refuse_over_queue(svc, limit, len(rows), user)
     for i, row in enumerate(rows):
         row.id = "job-" + uuid.uuid4().hex[:12]
         row.owner_id = user.id
         row.idempotency_key = idempotency_key
         if row.hard_deadline:
-            refuse_if_late(scheduler, row, user.name, f"job [{i}]: " if len(rows) > 1 else "")
+            refuse_if_late(svc, row, user.name, f"job [{i}]: " if len(rows) > 1 else "")
     for row in rows:
         if row.upload is not None:  # the upload's one unpacked folder, shared by its jobs
             row.workdir = str(row.upload)
     return None
 
 
-def submitted_with(store: Store, scheduler: Scheduler, user: User, key: str) -> JobOut | None:
+def submitted_with(svc: Services, user: User, key: str) -> JobOut | None:
     """The API's view of the job `user` submitted with Idempotency-Key `key`, if any."""
-    with store.session() as s:
-        job = s.scalar(select(JobRow).where(JobRow.owner_id == user.id,
-                                            JobRow.idempotency_key == key))
-        return None if job is None else job_out(s, job, scheduler, None)
+    with svc.store.session() as s:
+        job = job_rows.with_idempotency_key(s, user, key)
+        return None if job is None else job_out(s, job, svc, None)
 
 
-def refuse_over_queue(store: Store, limit: int | None, adding: int, user: User) -> None:
+def refuse_over_queue(svc: Services, limit: int | None, adding: int, user: User) -> None:
     """409 when `adding` more jobs would give `user` more than `limit` waiting (queued or
     paused) jobs (quotas.max_queued in service.yaml)."""
     if limit is None:
         return
-    with store.session() as s:
-        waiting = s.scalar(select(func.count()).select_from(JobRow).where(
-            JobRow.owner_id == user.id, JobRow.state.in_(WAITING_STATES))) or 0
+    with svc.store.session() as s:
+        waiting = job_rows.waiting_count(s, user)
     if waiting + adding > limit:
         raise Refused(409, f"over quota: {user.name} has {waiting} waiting job(s) and may have "
                            f"at most {limit} (quotas in service.yaml); this submission adds "
                            f"{adding}")
 
 
-def refuse_if_late(scheduler: Scheduler, row: JobRow, owner: str, prefix: str) -> None:
+def refuse_if_late(svc: Services, row: JobRow, owner: str, prefix: str) -> None:
     """409 when the forecast, with the queue as it is (and `owner`'s quota), ends `row` after
     its due date."""
     try:
-        f = scheduler.what_if(row, owner)
+        f = svc.what_if(row, owner)
     except Exception as exc:  # no forecast, no promise: refuse, and say why
         raise Refused(409, f"{prefix}hard_deadline: no forecast could be made "
                                  f"({type(exc).__name__}: {exc})") from None
@@ -236,8 +188,6 @@ def validate_submission(config: ServiceConfig, body: JobSubmit, now: float,
         if body.workdir:
             bad("give 'workdir' (a folder on the service's machine) or 'working_dir' (an "
                 "upload), not both")
-        from .uploads import find
-
         upload, names = find(config.data_dir, body.working_dir, owner_id or -1)
     if body.command is not None:
         command = list(body.command)
@@ -346,12 +296,11 @@ def run_out(r: RunRow) -> RunOut:
                   stop_reason=r.stop_reason, exit_code=r.exit_code)
 
 
-def job_out(s, job: JobRow, scheduler: Scheduler, measured: dict | None, *,
+def job_out(s, job: JobRow, svc: Services, measured: dict | None, *,
             runs: list[RunRow] | None = None, owner: str | None = None) -> JobOut:
     """The API's view of `job`; `runs` and `owner` are read unless the caller has them."""
     if runs is None:
-        runs = list(s.scalars(select(RunRow).where(RunRow.job_id == job.id)
-                              .order_by(RunRow.id)))
+        runs = run_rows.runs_of(s, job.id)
     live = next((r for r in runs if r.state in LIVE_RUN_STATES), None)
     if owner is None:
         user = s.get(User, job.owner_id)
@@ -365,26 +314,26 @@ def job_out(s, job: JobRow, scheduler: Scheduler, measured: dict | None, *,
                   restarts=max(0, sum(1 for r in runs
                                       if r.handle or r.state != RunState.ENDED) - 1),
                   speed_factor=job.speed_factor, predicted=job.predicted,
-                  forecast=scheduler.plan.forecast.get(job.id, job.forecast),
+                  forecast=svc.board.latest.forecast.get(job.id, job.forecast),
                   measured=measured,
                   preemptible=job.preemptible, start_asap=job.start_asap,
                   max_runtime_s=job.max_runtime_s, hard_deadline=job.hard_deadline,
-                  **why_waiting(job, scheduler))
+                  **why_waiting(job, svc.board))
 
 
-def why_waiting(job: JobRow, scheduler: Scheduler) -> dict:
+def why_waiting(job: JobRow, board: PlanBoard) -> dict:
     """`reason` and `held_until` of a job that waits (from the latest decision)."""
     if job.state not in WAITING_STATES:
         return {"reason": None, "reason_code": None, "held_until": None,
                 "queue_position": None}
-    return {**_why(job, scheduler), "queue_position": queue_position(job.id, scheduler)}
+    return {**_why(job, board), "queue_position": queue_position(job.id, board.latest)}
 
 
-def queue_position(job_id: str, scheduler: Scheduler) -> int | None:
+def queue_position(job_id: str, plan: PlanInfo) -> int | None:
     """1 + how many waiting jobs (anyone's) the latest forecast starts before this one, those
     starting at the same moment in submission order; None until it is forecast. With energy
     and due dates deciding, "ahead" is the plan's order, not the order of submission."""
-    return _positions(scheduler.plan.waiting, scheduler.plan.forecast).get(job_id)
+    return _positions(plan.waiting, plan.forecast).get(job_id)
 
 
 # (waiting, forecast, positions): one tuple, swapped whole, so that API threads reading it
@@ -407,27 +356,28 @@ def _positions(waiting: dict, forecast: dict) -> dict[str, int]:
     return positions
 
 
-def _why(job: JobRow, scheduler: Scheduler) -> dict:
-    why = scheduler.plan.waiting.get(job.id)
+def _why(job: JobRow, board: PlanBoard) -> dict:
+    plan, failed = board.latest, board.last_error
+    why = plan.waiting.get(job.id)
     if why is None:
-        if scheduler.last_error is not None:
+        if failed is not None:
             return {"reason": "not planned: the scheduler's latest decision failed "
-                              f"({scheduler.last_error}; see the service log)",
+                              f"({failed}; see the service log)",
                     "reason_code": "decision_failed", "held_until": None}
-        if job.id in scheduler.plan.assignments:
-            return {"reason": f"starting on {scheduler.plan.assignments[job.id]['node']}",
+        if job.id in plan.assignments:
+            return {"reason": f"starting on {plan.assignments[job.id]['node']}",
                     "reason_code": "starting", "held_until": None}
         return {"reason": "not planned yet", "reason_code": "not_planned", "held_until": None}
     return {"reason": why["text"], "reason_code": why["reason"], "held_until": why["until"]}
 
 
-def logs_tail(scheduler: Scheduler, run_ids: list[int], job_id: str, tail_bytes: int) -> str:
+def logs_tail(config: ServiceConfig, run_ids: list[int], job_id: str, tail_bytes: int) -> str:
     """The last `tail_bytes` of a job's logs, every run's, oldest first, each under a header."""
     parts, left = [], tail_bytes
     for run_id in reversed(run_ids):  # newest first, reading only the tail of each file
         if left <= 0:
             break
-        path = scheduler.job_dir(job_id) / "logs" / f"run-{run_id}.log"
+        path = config.job_dir(job_id) / "logs" / f"run-{run_id}.log"
         text = read_tail(path, left)
         part = f"--- run {run_id} ---\n{text}"
         parts.append(part)

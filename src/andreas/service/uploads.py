@@ -24,7 +24,7 @@ import time
 from collections.abc import Set as AbstractSet
 from pathlib import Path, PurePosixPath
 
-from .jobs import Refused
+from .refused import Refused
 
 UNPACKED_FACTOR = 10  # unpacked size allowed, as a multiple of the upload limit
 

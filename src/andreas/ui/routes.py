@@ -20,11 +20,10 @@ from urllib.parse import quote
 from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
-from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
 from ..clock import local_time, parse_duration
-from ..service.db import RunRow, User
+from ..service.db import User
 from ..service.jobs import (
     Refused,
     accept,
@@ -40,6 +39,7 @@ from ..service.jobs import (
 from ..service.routes.deps import client_address, refuse
 from ..service.schemas import JobSubmit
 from ..service.states import FINAL_STATES
+from ..service.store import runs as run_rows
 from ..timing import on_time, shown_end
 from .views import STATES, cluster_view, forecast_charts, plan_view, user_names
 
@@ -166,33 +166,32 @@ def _filters(user: User, state: str | None, owner: str | None) -> tuple[str | No
 def jobs_page(request: Request, state: str | None = None, owner: str | None = None):
     user, token = signed_in(request)
     state, owner = _filters(user, state, owner)
-    app = request.app.state
+    svc = request.app.state.services
     query = "&".join(f"{k}={quote(v)}" for k, v in (("state", state), ("owner", owner)) if v)
     return page(request, "jobs.html", user, token, state=state, owner=owner, query=query,
-                users=user_names(app.store) if user.role == "admin" else [],
-                jobs=visible_jobs(app.store, app.scheduler, user, state, owner, newest_first=True))
+                users=user_names(svc.store) if user.role == "admin" else [],
+                jobs=visible_jobs(svc, user, state, owner, newest_first=True))
 
 
 @router.get("/part/jobs", response_class=HTMLResponse)
 def jobs_part(request: Request, state: str | None = None, owner: str | None = None):
     user, token = signed_in(request)
     state, owner = _filters(user, state, owner)
-    app = request.app.state
+    svc = request.app.state.services
     return page(request, "_jobs.html", user, token,
-                jobs=visible_jobs(app.store, app.scheduler, user, state, owner, newest_first=True))
+                jobs=visible_jobs(svc, user, state, owner, newest_first=True))
 
 
 def _job_context(request: Request, user: User, job_id: str) -> dict:
-    app = request.app.state
-    measured = app.scheduler.accounting.measured()["jobs"]
-    with app.store.session() as s:
+    svc = request.app.state.services
+    measured = svc.accounting.measured()["jobs"]
+    with svc.store.session() as s:
         job = visible_job(s, job_id, user)
-        shown = job_out(s, job, app.scheduler, measured.get(job_id))
-        runs = [run_out(r) for r in s.scalars(select(RunRow).where(RunRow.job_id == job_id)
-                                              .order_by(RunRow.id))]
-    log = logs_tail(app.scheduler, [r.id for r in runs], job_id, 20000)
+        shown = job_out(s, job, svc, measured.get(job_id))
+        runs = [run_out(r) for r in run_rows.runs_of(s, job_id)]
+    log = logs_tail(svc.config, [r.id for r in runs], job_id, 20000)
     return {"job": shown, "runs": runs, "log": log,
-            "charts": forecast_charts(app.scheduler, shown, time.time())}
+            "charts": forecast_charts(svc, shown, time.time())}
 
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
@@ -215,9 +214,9 @@ def job_part(request: Request, job_id: str):
 def cancel(request: Request, job_id: str, csrf: str = Form("")):
     user, token = signed_in(request)
     check_csrf(token, csrf)
-    app = request.app.state
+    svc = request.app.state.services
     try:
-        request_cancel(app.store, app.scheduler, job_id, user)
+        request_cancel(svc, job_id, user)
     except Refused as exc:
         return page(request, "error.html", user, token, status=exc.status, detail=exc.detail)
     return RedirectResponse(f"/ui/jobs/{quote(job_id)}", status_code=303)
@@ -236,18 +235,18 @@ def plan_part(request: Request):
 
 def _plan(request: Request, template: str) -> HTMLResponse:
     user, token = signed_in(request)
-    app = request.app.state
-    return page(request, template, user, token, info=app.scheduler.plan,
-                plan=plan_view(app.store, app.scheduler, user, time.time()))
+    svc = request.app.state.services
+    return page(request, template, user, token, info=svc.board.latest,
+                plan=plan_view(svc, user, time.time()))
 
 
 @router.get("/cluster", response_class=HTMLResponse)
 def cluster_page(request: Request):
     user, token = signed_in(request)
-    app = request.app.state
+    svc = request.app.state.services
     return page(request, "cluster.html", user, token,
-                cluster=cluster_view(app.store, app.scheduler, user, time.time()),
-                policy=app.config.policy)
+                cluster=cluster_view(svc, user, time.time()),
+                policy=svc.config.policy)
 
 
 # ---------------------------------------------------------------------- submit
@@ -296,21 +295,21 @@ async def submit(request: Request):
     user, token = signed_in(request)
     form = {k: str(v) for k, v in (await request.form()).items()}
     check_csrf(token, form.get("csrf"))
-    app = request.app.state
-    profiles = sorted(app.config.profiles.table)
+    svc = request.app.state.services
+    profiles = sorted(svc.config.profiles.table)
     try:
-        row = await validated(app.config, _submission(form), time.time())
+        row = await validated(svc.config, _submission(form), time.time())
         if form.get("action") != "submit":
             row.id, row.owner_id = "preview", user.id
             # in a thread: the forecast may wait behind the scheduler's own in the decision
             # worker, and the event loop must go on serving everyone else meanwhile
-            f = await run_in_threadpool(app.scheduler.what_if, row, user.name)
+            f = await run_in_threadpool(svc.what_if, row, user.name)
             forecast = {"start": iso(f.start or row.submitted_at), "end": iso(f.completion),
                         "cost": f.total_cost, "due": iso(row.due_date),
                         "on_time": f.completion <= row.due_date + 1e-6}
             return page(request, "submit.html", user, token, form=form, forecast=forecast,
                         error="", profiles=profiles)
-        job = (await accept(app.store, app.scheduler, [row], user))[0][0]
+        job = (await accept(svc, [row], user))[0][0]
     except Refused as exc:
         return page(request, "submit.html", user, token, form=form, forecast=None,
                     error=exc.detail, profiles=profiles)

@@ -1,4 +1,5 @@
-"""What the dashboard's pages show, built from the store and the scheduler: no HTTP here.
+"""What the dashboard's pages show, built from the service's parts (the store, the plan board,
+the costs so far): no HTTP here.
 
 A user sees their own jobs; an admin sees all. Another user's run on the Gantt chart is a grey
 "busy" bar without its id, as on `/nodes`.
@@ -8,15 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sqlalchemy import select
-
 from ..experiments.figures import power_series
-from ..service.db import JobRow, RunRow, User
-from ..service.jobs import gpu_holders, gpus_by_type, owned_job_ids
-from ..service.scheduler import Scheduler
+from ..service.db import JobRow, User
+from ..service.gpus import gpu_holders, gpus_by_type
+from ..service.plan_board import PlanInfo
 from ..service.schemas import JobOut
+from ..service.services import Services
 from ..service.states import ACTIVE_STATES, FINAL_STATES
 from ..service.store import Store
+from ..service.store import jobs as job_rows
 from .svg import Bar, gantt, job_colour, step_chart
 
 STATES = ACTIVE_STATES + FINAL_STATES
@@ -26,7 +27,7 @@ POWER_WINDOW_S = 6 * 3600.0  # and the cluster page the last six hours of power
 
 def user_names(store: Store) -> list[str]:
     with store.session() as s:
-        return list(s.scalars(select(User.name).order_by(User.name)))
+        return job_rows.user_names(s)
 
 
 @dataclass
@@ -37,19 +38,17 @@ class PlanView:
     bars: int = 0
 
 
-def plan_view(store: Store, scheduler: Scheduler, user: User, now: float) -> PlanView:
+def plan_view(svc: Services, user: User, now: float) -> PlanView:
     """The Gantt chart: every node GPU a lane; the last hour's runs as they ran; from now on,
     the latest forecast (running jobs to their predicted end, later starts where the
     forecast's decisions put them); a "now" line; late jobs marked."""
-    nodes = scheduler.nodes()
+    nodes = svc.nodes()
     lanes = [f"{n.name}/{i}" for n in nodes for i in n.gpu_indices]
-    info = scheduler.plan
-    with store.session() as s:
-        owned = owned_job_ids(s, user)
-        jobs = {j.id: j for j in s.scalars(select(JobRow))}
-        runs = list(s.scalars(select(RunRow).where(
-            (RunRow.ended_at.is_(None)) | (RunRow.ended_at > now - PAST_S))
-            .order_by(RunRow.id)))
+    info = svc.board.latest
+    with svc.store.session() as s:
+        owned = job_rows.owned_job_ids(s, user)
+        jobs = {j.id: j for j in job_rows.all_jobs(s)}
+        runs = job_rows.runs_since(s, now - PAST_S)
     shown = [j for j in sorted(jobs.values(), key=lambda j: (j.submitted_at, j.id))
              if owned is None or j.id in owned]
     colour = {j.id: job_colour(i) for i, j in enumerate(shown)}
@@ -89,7 +88,7 @@ def plan_view(store: Store, scheduler: Scheduler, user: User, now: float) -> Pla
                                  "forecast", late, None, "forecast"))
             continue
         start = max(now, f["start"] or now)
-        where = _planned_node(scheduler, info, job_id, start)
+        where = _planned_node(info, job_id, start)
         if where is None:
             continue
         node, gpus = where
@@ -118,25 +117,25 @@ def _bar(lane: str, start: float, end: float, job: JobRow, colour: dict, label: 
                kind, late, job.id, run_id, f"{job.name} ({job.id}): {what}")
 
 
-def _planned_node(scheduler: Scheduler, info, job_id: str, start: float
+def _planned_node(info: PlanInfo, job_id: str, start: float
                   ) -> tuple[str, int] | None:
     """Where the plan or the forecast's later decisions start `job_id` (node, GPUs)."""
     a = info.assignments.get(job_id)
     if a is not None:
         return a["node"], a["gpus"]
-    for decision in scheduler.planner.foreseen:
+    for decision in info.foreseen:
         if decision.time >= start - 1.0 and job_id in decision.plan:
             target = decision.plan[job_id]
             return target.node, target.gpus
     return None
 
 
-def forecast_charts(scheduler: Scheduler, job: JobOut, now: float) -> list[str]:
+def forecast_charts(svc: Services, job: JobOut, now: float) -> list[str]:
     """The job's predicted end and the cost still to come as predicted at each decision since
     the service started, against its due date and what it has cost so far (or in all)."""
     from ..clock import moment
 
-    points = list(scheduler.forecast_history.get(job.id, ()))
+    points = svc.board.forecast_points(job.id)
     if not points:
         return []
     end = job.completed_at if job.completed_at is not None else now
@@ -169,20 +168,19 @@ class ClusterView:
     decisions: int
 
 
-def cluster_view(store: Store, scheduler: Scheduler, user: User, now: float) -> ClusterView:
+def cluster_view(svc: Services, user: User, now: float) -> ClusterView:
     """Nodes and GPUs busy by type, power now and over the last hours (modelled from busy
     GPUs, as the costs are), costs so far, and how often and how fast decisions are made."""
-    with store.session() as s:
-        held = gpu_holders(s, owned_job_ids(s, user))
-        runs = list(s.scalars(select(RunRow).where(
-            (RunRow.ended_at.is_(None)) | (RunRow.ended_at > now - POWER_WINDOW_S))))
-    executor_nodes = scheduler.nodes()
+    with svc.store.session() as s:
+        held = gpu_holders(s, job_rows.owned_job_ids(s, user))
+        runs = job_rows.runs_since(s, now - POWER_WINDOW_S)
+    executor_nodes = svc.nodes()
     nodes = [{"name": n.name, "gpu_type": n.gpu_type, "gpus": n.gpus,
               "busy": len(held.get(n.name, {})), "jobs": sorted(set(held.get(n.name, {}).values()))}
              for n in executor_nodes]
     by_type = [{"gpu_type": t, "gpus": gpus, "busy": busy}
                for t, (gpus, busy) in gpus_by_type(executor_nodes, held).items()]
-    cluster, segments = scheduler.accounting.segments(runs, now)
+    cluster, segments = svc.accounting.segments(runs, now)
     series = power_series(segments, cluster)
     times = [max(float(t), now - POWER_WINDOW_S) for t in series.times]
     values = [float(v) for v in series.power_w]
@@ -190,12 +188,13 @@ def cluster_view(store: Store, scheduler: Scheduler, user: User, now: float) -> 
         times.append(now)
         values.append(sum(cluster.gpu_types[n.gpu_type].idle_w for n in cluster.nodes))
     power_now = values[-1] if values else 0.0
-    recent = [(t, d) for t, d in scheduler.decision_log if t > now - 600.0]
-    measured = scheduler.accounting.measured()
+    recent = svc.board.decisions_since(now - 600.0)
+    measured = svc.accounting.measured()
+    plan = svc.board.latest
     return ClusterView(
         nodes, by_type, power_now,
         step_chart(times, values, unit="W", title="Cluster power, last 6 hours (modelled)"),
         {"energy_cost": measured["energy_cost"], "energy_kwh": measured["energy_kwh"],
          "tardiness_cost": measured["tardiness_cost"]},
         len(recent) / 10.0, sum(d for _, d in recent) / len(recent) if recent else 0.0,
-        scheduler.plan.decision_s, scheduler.plan.decisions)
+        plan.decision_s, plan.decisions)

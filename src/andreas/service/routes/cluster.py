@@ -5,24 +5,24 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException
 
 from ..db import User
-from ..jobs import gpu_holders, owned_job_ids
-from ..scheduler import Scheduler
+from ..gpus import gpu_holders
 from ..schemas import NodeOut, ProfileConfigOut, ProfileOut
-from ..store import Store
+from ..services import Services
+from ..store.jobs import owned_job_ids
 from .deps import AdminUser, CurrentUser, ServicesDep
 
 router = APIRouter(tags=["cluster"])
 
 
-def node_list(store: Store, scheduler: Scheduler, user: User) -> list[NodeOut]:
+def node_list(svc: Services, user: User) -> list[NodeOut]:
     """GPUs and who holds them; a user sees other users' jobs only as "busy"."""
-    with store.session() as s:
+    with svc.store.session() as s:
         busy = gpu_holders(s, owned_job_ids(s, user))
-    drained = store.drained_nodes()
+    drained = svc.store.drained_nodes()
     return [NodeOut(name=n.name, gpu_type=n.gpu_type, gpus=n.gpus,
                     gpu_indices=list(n.gpu_indices), busy=busy.get(n.name, {}),
                     drained=n.name in drained)
-            for n in scheduler.nodes()]
+            for n in svc.nodes()]
 
 
 @router.get("/profiles", response_model=list[ProfileOut])
@@ -38,34 +38,33 @@ def profiles(_: CurrentUser, svc: ServicesDep):
 @router.get("/nodes", response_model=list[NodeOut])
 def nodes(user: CurrentUser, svc: ServicesDep):
     """GPUs and who holds them; a user sees other users' jobs only as "busy"."""
-    return node_list(svc.store, svc.scheduler, user)
+    return node_list(svc, user)
 
 
-def set_drained(store: Store, scheduler: Scheduler, name: str, drained: bool,
-                user: User) -> NodeOut:
-    if name not in {n.name for n in scheduler.nodes()}:
+def set_drained(svc: Services, name: str, drained: bool, user: User) -> NodeOut:
+    if name not in {n.name for n in svc.nodes()}:
         raise HTTPException(404, f"no node {name!r}")
-    store.set_drained(name, drained, user.name)
-    scheduler.wake("drain" if drained else "undrain")
-    return next(n for n in node_list(store, scheduler, user) if n.name == name)
+    svc.store.set_drained(name, drained, user.name)
+    svc.wake("drain" if drained else "undrain")
+    return next(n for n in node_list(svc, user) if n.name == name)
 
 
 @router.post("/nodes/{name}/drain", response_model=NodeOut)
 def drain(name: str, user: AdminUser, svc: ServicesDep):
     """Let the node's jobs finish (or move, if the plan moves them) and start nothing new
     there, until undrained (kept across restarts)."""
-    return set_drained(svc.store, svc.scheduler, name, True, user)
+    return set_drained(svc, name, True, user)
 
 
 @router.post("/nodes/{name}/undrain", response_model=NodeOut)
 def undrain(name: str, user: AdminUser, svc: ServicesDep):
-    return set_drained(svc.store, svc.scheduler, name, False, user)
+    return set_drained(svc, name, False, user)
 
 
 @router.get("/plan")
 def plan(user: CurrentUser, svc: ServicesDep):
     """The latest decision: what runs where, why each waiting job waits, the forecast."""
-    info = svc.scheduler.plan
+    info = svc.board.latest
     with svc.store.session() as s:
         owned = owned_job_ids(s, user)
 
@@ -79,5 +78,5 @@ def plan(user: CurrentUser, svc: ServicesDep):
             "assignments": {j: a for j, a in info.assignments.items() if keep(j)},
             "waiting": {j: w for j, w in info.waiting.items() if keep(j)},
             "forecast": forecast,
-            "forecast_cut": svc.scheduler.planner.forecast_cut,  # why no fresh forecast, if none
+            "forecast_cut": info.forecast_cut,  # why no fresh forecast, if none
             "predicted_total_cost": sum(f["total_cost"] for f in forecast.values())}

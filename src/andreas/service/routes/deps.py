@@ -1,5 +1,5 @@
-"""What routes depend on: the app's store, scheduler and configuration (`Services`), and who
-is asking.
+"""What routes depend on: the app's parts (`Services`: the store, the configuration, the
+plan board...), and who is asking.
 
 Every route but `/healthz` takes `CurrentUser` (or `AdminUser`): a bearer token looked up in
 the store, refused with 401 when missing or invalid, and with 429 once the client's address
@@ -8,30 +8,19 @@ API's); a valid token is never refused for what its address did."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
-from ..config import ServiceConfig
 from ..db import User
-from ..scheduler import Scheduler
-from ..store import Store, hash_token
+from ..services import Services
+from ..store import hash_token
 
 MAX_ID = 2**31 - 1  # integer ids fit both engines' INTEGER (a larger one was a 500 on SQLite)
 bearer = HTTPBearer(auto_error=False, description="an API token (`andreas tokens create`; the "
                                                    "first admin's: ANDREAS_ADMIN_TOKEN)")
-
-
-@dataclass(frozen=True)
-class Services:
-    """What the routes work with: the repository, the scheduler and the configuration."""
-
-    store: Store
-    scheduler: Scheduler
-    config: ServiceConfig
 
 
 # One dependency, and a coroutine: FastAPI runs a plain function dependency in its thread

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, PlainTextResponse
-from sqlalchemy import select
 
 from ..database_errors import first_line
 from ..folders import read_only, sqlite_folder
 from ..metrics import metrics_text
+from ..store.jobs import ping
 from .deps import CurrentUser, ServicesDep
 
 router = APIRouter(tags=["service"])
@@ -48,13 +48,14 @@ def _statvfs(folder: Path):
 def healthz(svc: ServicesDep):
     try:
         with svc.store.session() as s:
-            s.execute(select(1))
+            ping(s)
         database = "ok"
     except Exception as exc:  # reported, not raised: a 503 below
         database = f"error: {first_line(exc)}"
-    failing = svc.scheduler.last_error is not None
-    state = ("failing: " + str(svc.scheduler.last_error)) if failing else (
-        "running" if svc.scheduler.alive() else "stopped")
+    last_error = svc.board.last_error
+    failing = last_error is not None
+    state = ("failing: " + str(last_error)) if failing else (
+        "running" if svc.scheduler_alive() else "stopped")
     free, inodes = disk_free(svc.config.data_dir), inodes_free(svc.config.data_dir)
     low = (free is not None and free < LOW_DISK_BYTES) or (
         inodes is not None and inodes < LOW_INODES)
@@ -66,7 +67,7 @@ def healthz(svc: ServicesDep):
     reachable = database == "ok" or database.startswith("read-only")
     body = {"status": "ok" if database == "ok" and not (failing or low or frozen)
             else "degraded",
-            "database": database, "scheduler": state, "failed_ticks": svc.scheduler.errors,
+            "database": database, "scheduler": state, "failed_ticks": svc.board.failed_ticks,
             "data_dir": {"path": str(svc.config.data_dir), "free_bytes": free,
                          "free_inodes": inodes, "low": low,
                          "read_only": frozen}}
@@ -82,4 +83,4 @@ def whoami(user: CurrentUser):
 
 @router.get("/metrics", response_class=PlainTextResponse)
 def metrics(_: CurrentUser, svc: ServicesDep):
-    return metrics_text(svc.store, svc.scheduler)
+    return metrics_text(svc)

@@ -8,11 +8,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
 from fastapi.responses import PlainTextResponse
-from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
 from .. import uploads
-from ..db import JobRow, RunRow
+from ..db import JobRow
 from ..jobs import (
     Refused,
     accept,
@@ -25,8 +24,9 @@ from ..jobs import (
     visible_jobs,
 )
 from ..schemas import MAX_BATCH, JobOut, JobSubmit, ProgressIn, RunOut, UploadOut
-from ..states import LIVE_RUN_STATES, JobState
+from ..states import JobState
 from ..store import hash_token, must_get
+from ..store import runs as run_rows
 from .deps import (
     Credentials,
     CurrentUser,
@@ -72,7 +72,7 @@ async def submit(body: JobSubmit, response: Response, user: CurrentUser, svc: Se
                                  "same key returns the job already made instead of a second "
                                  "one")):
     row = await validated(svc.config, body, time.time(), user.id)
-    shown, new = await accept(svc.store, svc.scheduler, [row], user, idempotency_key)
+    shown, new = await accept(svc, [row], user, idempotency_key)
     if not new:
         response.status_code = 200
     return shown[0]
@@ -90,36 +90,35 @@ async def submit_batch(body: Annotated[list[JobSubmit], Body(max_length=MAX_BATC
             rows.append(await validated(svc.config, item, now, user.id))
         except Refused as exc:
             raise Refused(exc.status, f"job [{i}]: {exc.detail}") from None
-    return (await accept(svc.store, svc.scheduler, rows, user))[0]
+    return (await accept(svc, rows, user))[0]
 
 
 @router.get("/jobs", response_model=list[JobOut])
 def list_jobs(user: CurrentUser, svc: ServicesDep,
               state: str | None = Query(None, pattern=STATE_PATTERN,
                                         description=", ".join(JobState))):
-    return visible_jobs(svc.store, svc.scheduler, user, state)
+    return visible_jobs(svc, user, state)
 
 
 @router.get("/jobs/{job_id}", response_model=JobOut)
 def show_job(job_id: str, user: CurrentUser, svc: ServicesDep):
-    measured = svc.scheduler.accounting.measured()["jobs"]
+    measured = svc.accounting.measured()["jobs"]
     with svc.store.session() as s:
-        return job_out(s, visible_job(s, job_id, user), svc.scheduler, measured.get(job_id))
+        return job_out(s, visible_job(s, job_id, user), svc, measured.get(job_id))
 
 
 @router.post("/jobs/{job_id}/cancel", status_code=202, response_model=JobOut)
 def cancel_job(job_id: str, user: CurrentUser, svc: ServicesDep):
-    request_cancel(svc.store, svc.scheduler, job_id, user)
+    request_cancel(svc, job_id, user)
     with svc.store.session() as s:
-        return job_out(s, must_get(s, JobRow, job_id), svc.scheduler, None)
+        return job_out(s, must_get(s, JobRow, job_id), svc, None)
 
 
 @router.get("/jobs/{job_id}/runs", response_model=list[RunOut])
 def job_runs(job_id: str, user: CurrentUser, svc: ServicesDep):
     with svc.store.session() as s:
         visible_job(s, job_id, user)
-        return [run_out(r) for r in s.scalars(select(RunRow).where(RunRow.job_id == job_id)
-                                               .order_by(RunRow.id))]
+        return [run_out(r) for r in run_rows.runs_of(s, job_id)]
 
 
 @router.get("/jobs/{job_id}/logs", response_class=PlainTextResponse)
@@ -127,9 +126,8 @@ def job_logs(job_id: str, user: CurrentUser, svc: ServicesDep,
              tail_bytes: int = Query(65536, ge=1, le=50_000_000)):
     with svc.store.session() as s:
         visible_job(s, job_id, user)
-        run_ids = s.scalars(select(RunRow.id).where(RunRow.job_id == job_id)
-                            .order_by(RunRow.id)).all()
-    return logs_tail(svc.scheduler, list(run_ids), job_id, tail_bytes)
+        run_ids = run_rows.run_ids_of(s, job_id)
+    return logs_tail(svc.config, run_ids, job_id, tail_bytes)
 
 
 @router.post("/jobs/{job_id}/progress")
@@ -149,9 +147,7 @@ def progress(job_id: str, body: ProgressIn, request: Request, credentials: Crede
             if user is None or user.role != "admin":
                 raise refuse(request, address, 403, refused, credentials.credentials)
             raise HTTPException(404, f"no job {job_id!r}")
-        run = s.scalar(select(RunRow).where(RunRow.job_id == job_id,
-                                            RunRow.state.in_(LIVE_RUN_STATES))
-                       .order_by(RunRow.id.desc()))
+        run = run_rows.live_run_of(s, job_id)
         if run is None or run.token_hash != digest:
             user = svc.store.user_for(credentials.credentials)
             if user is None or (user.role != "admin" and user.id != job.owner_id):
@@ -161,8 +157,8 @@ def progress(job_id: str, body: ProgressIn, request: Request, credentials: Crede
         if body.epochs_done > job.epochs + 1e-9:
             raise HTTPException(422, f"epochs_done {body.epochs_done} exceeds the job's "
                                      f"{job.epochs:g} epochs")
-        moved = svc.scheduler.record_progress(s, job, run, body.epochs_done)
+        moved = svc.runs.record_progress(s, job, run, body.epochs_done)
         done = job.epochs_done
     if moved:
-        svc.scheduler.wake("prediction-moved")
+        svc.wake("prediction-moved")
     return {"job": job_id, "epochs_done": done}

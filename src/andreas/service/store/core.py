@@ -22,12 +22,13 @@ from sqlalchemy import create_engine, event, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from ..errors import AndreasError
-from .db import DrainedNode, Token, User
-from .folders import ensure_writable, sqlite_folder
-from .group_commit import GroupCommit
+from ...errors import AndreasError
+from ..db import DrainedNode, JobRow, Token, User
+from ..folders import ensure_writable, sqlite_folder
+from ..group_commit import GroupCommit
+from ..states import ACTIVE_STATES
 
-MIGRATIONS = Path(__file__).with_name("migrations")
+MIGRATIONS = Path(__file__).parent.parent / "migrations"
 ROLES = ("admin", "user")
 # ids per `IN (...)` in one statement: SQLite refuses more than 32,766 parameters (999 before
 # 3.32), and a long queue has more jobs than that
@@ -255,9 +256,6 @@ class Store:
 
     def active_workdirs(self) -> set[str]:
         """The working folders of the jobs that wait or run (an upload they use is kept)."""
-        from .db import JobRow
-        from .states import ACTIVE_STATES
-
         with self.session() as s:
             return {w for w in s.scalars(select(JobRow.workdir).where(
                 JobRow.state.in_(ACTIVE_STATES), JobRow.workdir.is_not(None))) if w}

@@ -1,0 +1,158 @@
+"""The cluster and the queue as the policy sees them, read from the database and the executor.
+
+`read_snapshot` is pure in the sense that matters here: it reads the store and the executor
+and returns what it found (the `Snapshot`, the live runs, the jobs' owners, the drained nodes
+and the jobs they keep out), storing nothing anywhere. The scheduler's tick and the API's
+what-if forecasts (from request threads) may call it at the same time.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+from ..catalogue import canonical_gpu
+from ..executors import Executor
+from ..io import feasible_configs
+from ..model import Cluster, Job, Node, Profiles
+from ..policies.base import Assignment, JobView, Snapshot
+from .config import ServiceConfig
+from .db import RunRow
+from .store import Store
+from .store import queue as queue_rows
+from .store import runs as run_rows
+
+DONE_EPS = 1e-6  # epochs: a job this close to its total has done them all
+
+
+@dataclass(frozen=True)
+class SnapshotRead:
+    """A snapshot and what it was read with: the live runs by job id, each active job's
+    owner, the drained nodes, and the waiting jobs they keep out (job -> the nodes)."""
+
+    snapshot: Snapshot
+    running: dict[str, RunRow]
+    owners: dict[str, str]
+    drained: frozenset[str]
+    drained_out: dict[str, str]
+
+
+def cluster_of(config: ServiceConfig, executor: Executor) -> Cluster:
+    """The configured cluster (power tables, prices) over the nodes the executor has now."""
+    nodes = tuple(Node(n.name, n.gpu_type, n.gpus) for n in executor.nodes())
+    return replace(config.cluster, nodes=nodes)
+
+
+def job_configs(config: ServiceConfig, job: Any, learned: bool = True
+                ) -> dict[tuple[str, int], float]:
+    """Seconds per epoch by (GPU type, GPU count) for a job (a JobRow, or a row of its
+    columns), scaled by what was learned."""
+    if job.inline_profile:
+        table = {(canonical_gpu(r["gpu_type"]) or r["gpu_type"], int(r["gpus"])):
+                 float(r["seconds_per_epoch"]) for r in job.inline_profile}
+    else:
+        assert job.profile_name is not None  # a job has a profile name or inline rows
+        table = dict(config.profiles.configs(job.profile_name))
+    factor = job.speed_factor if learned else 1.0
+    return {k: v * factor for k, v in table.items()}
+
+
+def profile_key(job: Any) -> str:
+    """The snapshot's profile for `job`: its named profile, shared by every job that runs at
+    its nominal speed; its own when it has inline rows or a learned speed. (One table per job
+    made a long queue's snapshot slow to build.)"""
+    if job.inline_profile or job.speed_factor != 1.0 or job.profile_name is None:
+        return f"job:{job.id}"
+    return f"profile:{job.profile_name}"
+
+
+def read_snapshot(store: Store, executor: Executor, config: ServiceConfig,
+                  clock: Callable[[], float] = time.time) -> SnapshotRead:
+    """The cluster and the active jobs now, as the policy plans them."""
+    now = clock()
+    cluster = whole = cluster_of(config, executor)
+    held: dict[str, int] = {}
+    views, table, running = [], {}, {}
+    known = {n.name for n in cluster.nodes}
+    with store.session() as s:  # read, then let go of, before building the views
+        jobs = queue_rows.active_jobs(s)
+        live = {r.job_id: r for r in run_rows.live_runs(s)}
+        drained = frozenset(queue_rows.drained_names(s))
+        owners = queue_rows.active_owners(s)
+    for job in jobs:
+        run = live.get(job.id)
+        if run is not None and run.node not in known:
+            # its node left the cluster (a Ray node lost) and the run is not yet reconciled
+            # as ended: planned once it is, restarted from its checkpoint
+            continue
+        remaining = float(job.epochs) - job.epochs_done
+        if remaining <= DONE_EPS:
+            if run is not None:  # finishing: its GPUs stay taken until it exits
+                held[run.node] = held.get(run.node, 0) + len(run.gpu_indices)
+                continue
+            # every epoch reported, but no run ended it (killed after its last checkpoint):
+            # a run that resumes from the checkpoint ends it; planned as one epoch, it would
+            # otherwise never be started again
+            remaining = min(1.0, float(job.epochs))
+        key = profile_key(job)
+        if key not in table:
+            table[key] = job_configs(config, job)
+        assignment = None
+        if run is not None:
+            assignment = Assignment(run.node, len(run.gpu_indices))
+            running[job.id] = run
+        views.append(JobView(Job(job.id, job.submitted_at, job.due_date, job.weight,
+                                 float(job.epochs), key, preemptible=job.preemptible,
+                                 start_asap=job.start_asap), remaining, assignment,
+                             job.first_started_at is not None))
+    for node, gpus in executor.foreign_gpus().items():  # another Slurm user's jobs
+        held[node] = held.get(node, 0) + gpus
+    if held:
+        cluster = replace(cluster, nodes=tuple(
+            Node(n.name, n.gpu_type, max(0, n.gpus - held.get(n.name, 0)))
+            for n in cluster.nodes))
+    views, drained_out = leave_out_drained_out(views, table, whole, drained)
+    if drained:  # a drained node offers only the GPUs its running jobs hold
+        cluster = _drained_offer_held_gpus(cluster, views, drained)
+    # real processes pay the restart overhead on their first start too (the interpreter,
+    # loading data): the holds, the plan and the forecast all count it
+    snapshot = Snapshot(now, cluster, Profiles(table), tuple(views), first_start_overhead=True)
+    return SnapshotRead(snapshot, running, owners, drained, drained_out)
+
+
+def _drained_offer_held_gpus(cluster: Cluster, views: list[JobView],
+                             drained: frozenset[str]) -> Cluster:
+    running_there: dict[str, int] = {}
+    for v in views:
+        if v.assignment is not None:
+            running_there[v.assignment.node] = running_there.get(
+                v.assignment.node, 0) + v.assignment.gpus
+    return replace(cluster, nodes=tuple(
+        Node(n.name, n.gpu_type, min(n.gpus, running_there.get(n.name, 0)))
+        if n.name in drained else n for n in cluster.nodes
+        if n.name not in drained or running_there.get(n.name, 0) > 0))
+
+
+def leave_out_drained_out(views: list[JobView], table: dict, cluster: Cluster,
+                          drained: frozenset[str]) -> tuple[list[JobView], dict[str, str]]:
+    """The views less the waiting jobs that no node left undrained can run (every node of
+    their GPU types drained), and those jobs with the drained nodes they need: they wait,
+    saying so (`drained_out`), and the decision and its forecast plan the rest over the
+    remaining nodes. Planned with them, a job that can never start stopped every decision
+    until the node was undrained."""
+    if not drained:
+        return views, {}
+    open_nodes = replace(cluster, nodes=tuple(n for n in cluster.nodes
+                                              if n.name not in drained))
+    kept, out = [], {}
+    for view in views:
+        if view.assignment is None and not feasible_configs(open_nodes,
+                                                            table[view.job.profile]):
+            types = {t for t, _ in table[view.job.profile]}
+            out[view.job_id] = ", ".join(sorted(
+                n.name for n in cluster.nodes if n.name in drained
+                and n.gpu_type in types)) or "every node"
+            continue
+        kept.append(view)
+    return kept, out

@@ -24,7 +24,7 @@ def decision_benchmark(repeat: int) -> list[str]:
     from dataclasses import replace
 
     from andreas.policies.base import JobView, Snapshot
-    from andreas.policies.planning import PlanningContext
+    from andreas.policies.search.planning import PlanningContext
 
     scenario = generate_paper_style(load_template("paper"), 100, 1, 50000, jobs_per_node=5)
     snap = Snapshot(0.0, scenario.cluster, scenario.profiles,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from andreas.policies.decision import Decision
-from andreas.policies.pipeline import StepContext
+from andreas.policies.steps.pipeline import StepContext
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,7 @@ def policy_with(name: str, seed: int, max_iterations: int = 20):
 def placement(ctx, places: dict):
     """A Placement of `ctx` with job j on (node, GPUs) for each entry of `places` (the column
     of that configuration on the node's GPU type), every other job waiting."""
-    from andreas.policies.placement import Placement
+    from andreas.policies.search.placement import Placement
 
     k = ctx.packed
     changes = {}

@@ -7,10 +7,10 @@ from helpers import cluster, job, placement, scenario, snapshot
 
 from andreas.errors import AndreasError
 from andreas.policies import make_policy
-from andreas.policies.orderings import ATC_K
-from andreas.policies.passes import added_energy, greedy_pass
-from andreas.policies.planning import PlanningContext
-from andreas.policies.scoring import lookahead, proxy
+from andreas.policies.search.orderings import ATC_K
+from andreas.policies.search.passes import added_energy, greedy_pass
+from andreas.policies.search.planning import PlanningContext
+from andreas.policies.search.scoring import lookahead, proxy
 from andreas.sim.engine import simulate
 
 E = 1e-7  # EUR per joule with the helpers' default price
@@ -130,7 +130,7 @@ def test_fast_and_plain_elites_agree_on_one_decision():
 
 
 def test_adaptive_order_switches_to_atc_under_overload():
-    from andreas.policies.orderings import adaptive, atc, pressure
+    from andreas.policies.search.orderings import adaptive, atc, pressure
     cl = cluster([("n1", "G", 1)], {"G": [100]})
     profiles = {"p": {("G", 1): 10.0}}
     # Every job can still make its due date: pressure order (tightest first), unlike ATC.
@@ -176,8 +176,8 @@ def busy_snapshots(draw):
 @settings(max_examples=25, deadline=None)
 @given(busy_snapshots(), st.integers(1, 9))
 def test_local_search_and_relinking_never_worsen_their_start(snap, seed):
-    from andreas.policies.local_search import LocalSearch
-    from andreas.policies.scoring import lookahead
+    from andreas.policies.search.local_search import LocalSearch
+    from andreas.policies.search.scoring import lookahead
     ctx = PlanningContext(snap)
     elite = make_policy("andreas", seed=seed, max_iterations=40).elite(ctx)
     search = LocalSearch(ctx)
@@ -341,7 +341,7 @@ def test_local_search_repacks_a_node_with_its_jobs_on_their_fewest_gpus():
     # The TESLA table again (530/700/870/1040 W), 100 epochs each: 1000 s on 1 GPU, 700 s on 2.
     # a and b on 2 GPUs each: 1040 W x 700 s = 728 kJ. Resizing one of them alone costs more
     # (870 W x 700 s, then 530 W x 300 s = 768 kJ); both on 1 GPU: 700 W x 1000 s = 700 kJ.
-    from andreas.policies.local_search import LocalSearch
+    from andreas.policies.search.local_search import LocalSearch
     sc = scenario(cluster([("n1", "G", 4)], {"G": [530, 700, 870, 1040]}),
                   {"p": {("G", 1): 10.0, ("G", 2): 7.0}},
                   [job("a", epochs=100.0), job("b", epochs=100.0)])
@@ -359,8 +359,8 @@ def test_repacking_a_node_takes_a_job_off_a_slow_node():
     # G as above; S, one GPU at 400 W, 25 s per epoch. a (2 GPUs, 700 s), b and c fill G; d
     # runs on S: G 1040 W x 700 s + 700 W x 300 s, S 400 W x 2500 s = 1938 kJ. Repacking G puts
     # a on 1 GPU and d in the GPU freed: 4 busy for 1000 s, 1040 kJ, and S stays off.
-    from andreas.policies.local_search import LocalSearch
-    from andreas.policies.resizing import repack
+    from andreas.policies.search.local_search import LocalSearch
+    from andreas.policies.search.resizing import repack
     sc = scenario(cluster([("g", "G", 4), ("s", "S", 1)],
                           {"G": [530, 700, 870, 1040], "S": [400]}),
                   {"p": {("G", 1): 10.0, ("G", 2): 7.0, ("S", 1): 25.0}},
@@ -419,8 +419,8 @@ def test_resize_moves_change_only_the_jobs_they_name_and_never_oversubscribe(sna
     # along whole climbs from every elite plan: each neighbour differs from where the climb
     # stands in exactly the jobs the move reports, runs every job (resizing leaves no job
     # waiting), and fits every node; the climb's cost is the plan's score
-    from andreas.policies.resizing import climb, resized
-    from andreas.policies.scoring import lookahead
+    from andreas.policies.search.resizing import climb, resized
+    from andreas.policies.search.scoring import lookahead
 
     ctx = PlanningContext(snap)
     found = make_policy("andreas", seed=seed, max_iterations=40).search(ctx)
@@ -450,8 +450,8 @@ def test_the_guarded_climb_answers_as_the_whole_plan_would(snap, seed):
     # climbs from every elite plan (admitted by the guard or not), each answer must be the one
     # the whole plan gets
     from andreas.policies.greedy import guarded_climb, spends_needed_slack
-    from andreas.policies.resizing import climb, resized
-    from andreas.policies.scoring import lookahead
+    from andreas.policies.search.resizing import climb, resized
+    from andreas.policies.search.scoring import lookahead
 
     ctx = PlanningContext(snap)
     found = make_policy("andreas", seed=seed, max_iterations=40).search(ctx)
@@ -475,7 +475,7 @@ def test_the_guarded_climb_answers_as_the_whole_plan_would(snap, seed):
 def test_resize_neighbours_are_the_rows_other_gpu_counts_that_fit(snap):
     # every other GPU count of the job's own GPU type that fits its node, in its row's order,
     # with the job on the same node and every other job where it was
-    from andreas.policies.resizing import resizes
+    from andreas.policies.search.resizing import resizes
     ctx = PlanningContext(snap)
     k = ctx.packed
     placed, _ = make_policy("greedy").deterministic_pass(ctx)

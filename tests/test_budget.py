@@ -8,12 +8,12 @@ import pytest
 
 from andreas.errors import AndreasError
 from andreas.policies import make_policy
+from andreas.policies.arrivals import ArrivalLog
 from andreas.policies.base import JobView, Snapshot
 from andreas.policies.budget import Deadline
-from andreas.policies.company import ArrivalLog
 from andreas.policies.greedy import GreedyParams
-from andreas.policies.pipeline import run_pipeline
-from andreas.policies.planning import PlanningContext
+from andreas.policies.search.planning import PlanningContext
+from andreas.policies.steps.pipeline import run_pipeline
 from andreas.sim.generate import generate_paper_style, load_template
 
 
@@ -83,7 +83,7 @@ def test_without_a_budget_nothing_reads_the_clock(monkeypatch):
 
 
 def test_a_forward_check_out_of_time_keeps_the_decision_before_the_bet():
-    from andreas.policies.forward_check import keeps_cost
+    from andreas.policies.steps.forward_check import keeps_cost
 
     sc, snap = _snap(jobs=6, nodes=4)
     before = make_policy("greedy", steps=()).decide(snap)

@@ -10,10 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from andreas.policies import make_policy
+from andreas.policies.arrivals import ArrivalLog
 from andreas.policies.base import Assignment, revisit_at
-from andreas.policies.company import ArrivalLog, hold_for_company, wait_for_a_powered_node
 from andreas.policies.decision import Decision
 from andreas.policies.greedy import GreedyParams, refine
+from andreas.policies.steps.company import hold_for_company, wait_for_a_powered_node
 from andreas.sim.engine import simulate
 
 # One node of 2 GPUs drawing 300 W with one busy, 400 W with two; 10 s per epoch on 1 GPU.
@@ -294,7 +295,7 @@ def test_the_service_replans_when_a_held_job_must_start(tmp_path):
                 max_size=8),
        st.integers(0, 30), st.integers(1, 20), st.integers(1, 4), st.integers(4, 12))
 def test_busy_profile_and_earliest_start_match_their_definitions(raw, t0, length, gpus, cap):
-    from andreas.policies.company import _busy_profile, _earliest_start, _usage
+    from andreas.policies.steps.company import _busy_profile, _earliest_start, _usage
 
     runs = [(float(s), float(s + d), g) for s, d, g in raw]
 

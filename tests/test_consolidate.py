@@ -9,8 +9,8 @@ from helpers import cluster, job, scenario, snapshot
 
 from andreas.policies import make_policy
 from andreas.policies.base import Assignment
-from andreas.policies.consolidate import consolidate, node_energy
 from andreas.policies.greedy import GreedyParams
+from andreas.policies.steps.consolidate import consolidate, node_energy
 from andreas.sim.engine import simulate
 
 # n0: type A, 2 GPUs, 300 W with one busy, 400 W with two; n1: type B, 1 GPU, 500 W and half
@@ -119,7 +119,7 @@ def test_consolidate_margin_is_checked():
 
 def test_no_timeline_beyond_the_work_budget(monkeypatch):
     # 3 jobs² × 2 nodes = 18 steps for the plan's own nodes, 9 more without n1
-    import andreas.policies.consolidate as module
+    import andreas.policies.steps.consolidate as module
 
     monkeypatch.setattr(module, "WORK_BUDGET", 17)
     assert consolidate(_snap(), PLAN, share=0.1, load=0.5) == (PLAN, set())

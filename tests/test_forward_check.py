@@ -5,10 +5,15 @@ import pytest
 from helpers import cluster, job, scenario, snapshot
 
 from andreas.policies import make_policy
+from andreas.policies.arrivals import ArrivalLog
 from andreas.policies.base import Assignment
-from andreas.policies.company import ArrivalLog
 from andreas.policies.decision import Decision
-from andreas.policies.forward_check import MAX_SAMPLED, future_cost, keeps_cost, sample_arrivals
+from andreas.policies.steps.forward_check import (
+    MAX_SAMPLED,
+    future_cost,
+    keeps_cost,
+    sample_arrivals,
+)
 
 # one node of 2 GPUs: 100 W with one busy, 150 W with two; 1e-7 EUR per joule
 CL = cluster([("n", "T", 2)], {"T": [100, 150]})

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from andreas.optim.highs import solve
 from andreas.optim.milp_policy import build_milp, decision_cost, plan_from_solution
 from andreas.policies import make_policy
-from andreas.policies.placement import Placement
-from andreas.policies.planning import PlanningContext
+from andreas.policies.search.placement import Placement
+from andreas.policies.search.planning import PlanningContext
 from andreas.sim.engine import simulate
 
 

@@ -8,11 +8,11 @@ from helpers import cluster, job, scenario, snapshot
 
 from andreas.errors import AndreasError
 from andreas.policies import make_policy
+from andreas.policies.arrivals import ArrivalLog
 from andreas.policies.base import Assignment
-from andreas.policies.company import ArrivalLog
 from andreas.policies.decision import Decision, Reason
 from andreas.policies.greedy import GreedyParams
-from andreas.policies.pipeline import DEFAULT_STEPS, build_steps, run_pipeline
+from andreas.policies.steps.pipeline import DEFAULT_STEPS, build_steps, run_pipeline
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `examples` importable
 
@@ -72,7 +72,7 @@ def test_no_forward_check_with_a_pass_budget(monkeypatch):
     # a trace replay bounds its decisions with a pass budget: the check would replay the
     # whole queue, so the steps it would judge are skipped there (an unchecked bet is not
     # taken), while a step it does not judge still runs
-    import andreas.policies.forward_check as fc
+    import andreas.policies.steps.forward_check as fc
 
     calls = []
     monkeypatch.setattr(fc, "keeps_cost", lambda *a, **k: calls.append(1) or False)
@@ -91,7 +91,7 @@ def test_no_forward_check_with_a_pass_budget(monkeypatch):
             return decision.replaced({}, revisit_at=100.0,
                                      reasons={"a": Reason("held_for_company", until=100.0)})
 
-    from andreas.policies import pipeline
+    from andreas.policies.steps import pipeline
 
     monkeypatch.setitem(pipeline.STEPS, "hold_a", Hold.configure)
     plan = {"a": Assignment("n0", 1)}
@@ -110,8 +110,8 @@ def test_no_hold_when_the_plan_already_leaves_a_job_late(monkeypatch):
     # a decision that pays tardiness has no slack to spend: the checked steps (the holds) are
     # skipped, unless hold_when_late; the zoo's overloaded instances lost with them
     # (bench/zoo-seeds.md)
-    import andreas.policies.forward_check as fc
-    from andreas.policies import pipeline
+    import andreas.policies.steps.forward_check as fc
+    from andreas.policies.steps import pipeline
 
     monkeypatch.setattr(fc, "keeps_cost", lambda *a, **k: True)  # the check would say yes
     applied = []

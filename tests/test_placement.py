@@ -4,8 +4,8 @@ import numpy as np
 from helpers import cluster, job, placement, scenario, snapshot
 
 from andreas.policies.base import Assignment
-from andreas.policies.placement import Placement
-from andreas.policies.planning import PlanningContext
+from andreas.policies.search.placement import Placement
+from andreas.policies.search.planning import PlanningContext
 
 
 def context():

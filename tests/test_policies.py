@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from andreas.policies import make_policy
 from andreas.policies.base import Assignment
 from andreas.policies.greedy import RandomizedGreedy
-from andreas.policies.planning import PlanningContext
+from andreas.policies.search.planning import PlanningContext
 
 ONE_GPU = {"p": {("G", 1): 10.0}}
 
@@ -161,7 +161,7 @@ def test_jobs_by_node_lists_each_nodes_jobs_in_index_order(nodes):
     # job for every node): it must give each node's jobs, in increasing index, no others
     import numpy as np
 
-    from andreas.policies.kernel import _jobs_by_node
+    from andreas.policies.search.kernel import _jobs_by_node
 
     pn = np.array(nodes, np.int64)
     start, members = _jobs_by_node(pn, 6)
@@ -185,7 +185,7 @@ def test_node_orders_stay_best_fit_order_as_a_pass_takes_gpus(nodes, takes, home
     # hold there (`held`), in the order (free - held, n != home, n); the plain rule if none.
     import numpy as np
 
-    from andreas.policies.kernel import _pick_index, node_orders, pick_node, take_gpus
+    from andreas.policies.search.kernel import _pick_index, node_orders, pick_node, take_gpus
 
     node_type = np.array([t for t, _ in nodes], np.int64)
     free = np.array([cap for _, cap in nodes], np.int64)
@@ -243,7 +243,7 @@ def test_post_processing_bound_changes_nothing(snap, data, impl):
     as scoring every trial whole."""
     import numpy as np
 
-    from andreas.policies import passes
+    from andreas.policies.search import passes
 
     ctx = PlanningContext(snap)
     k = ctx.packed
@@ -274,7 +274,7 @@ def test_each_pass_is_post_processed_from_its_own_placement(snap, seed, impl):
     and free GPUs derived from it), whether it repeated an earlier pass or not."""
     import numpy as np
 
-    from andreas.policies import passes
+    from andreas.policies.search import passes
     from andreas.policies.budget import NO_DEADLINE
 
     ctx = PlanningContext(snap)
@@ -318,7 +318,7 @@ def test_a_new_job_takes_a_node_with_room_rather_than_a_running_jobs_gpus(name):
 def test_the_pressure_order_is_the_sort_by_its_definition(snap, data):
     """orderings.pressure sorts in numpy: the order of the plain sort by (-pressure, submit
     time), ties kept in the given order, on any subset of the jobs in any order."""
-    from andreas.policies.orderings import pressure
+    from andreas.policies.search.orderings import pressure
 
     ctx = PlanningContext(snap)
     jobs = data.draw(st.permutations(range(len(ctx.job_ids))))
@@ -382,7 +382,7 @@ def test_the_passes_on_threads_give_the_same_plans(snap, seed, threads):
     decision."""
     import numpy as np
 
-    from andreas.policies import passes
+    from andreas.policies.search import passes
     from andreas.policies.budget import NO_DEADLINE
 
     ctx = PlanningContext(snap)

@@ -17,7 +17,7 @@ from andreas.io import load_scenario, read_profiles, write_scenario
 from andreas.model import PowerLevel, Profiles, Scenario
 from andreas.policies import make_policy
 from andreas.policies.base import Assignment, JobView, Snapshot
-from andreas.policies.power_limits import choose_power_limits
+from andreas.policies.steps.power_limits import choose_power_limits
 from andreas.sim.engine import simulate
 
 # default limit 200 W: 10 s/epoch at 180 W per GPU; 150 W: 12 s at 140 W; 100 W: 15 s at 100 W

@@ -148,7 +148,7 @@ def test_a_waiting_job_no_free_gpus_can_host_does_not_break_the_price_horizon():
     # jobs on the GPUs left free; a job that needs 2 GPUs where 1 is free has no candidate
     # (its run time NaN), and the mean price over the planning horizon became NaN (ValueError).
     from andreas.policies.base import JobView, Snapshot
-    from andreas.policies.planning import PlanningContext
+    from andreas.policies.search.planning import PlanningContext
 
     tariff = Tariff((0.30, 0.05), H)
     free = Cluster({"g": GpuType("g", (300.0, 550.0))}, (Node("a", "g", 1),), 0.146, 1.0,

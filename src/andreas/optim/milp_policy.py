@@ -24,8 +24,8 @@ from ..errors import AndreasError
 from ..policies.base import Plan, Snapshot, register
 from ..policies.greedy import GreedyParams, RandomizedGreedy
 from ..policies.options import OptionSpec
-from ..policies.placement import Placement
-from ..policies.planning import PlanningContext
+from ..policies.search.placement import Placement
+from ..policies.search.planning import PlanningContext
 
 WAIT_ENERGY_MARGIN = 1.01
 # and a micro-euro: running wins when running adds nothing (a node at idle draw)

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from ..errors import AndreasError
-from . import baselines, greedy, local_search  # noqa: F401  (registers the policies)
+from . import (
+    baselines,  # noqa: F401
+    greedy,  # noqa: F401
+)
 from .base import POLICIES, Assignment, JobView, Plan, Policy, Snapshot
 from .options import check_options
+from .search import local_search  # noqa: F401
 
 __all__ = ["POLICIES", "Assignment", "JobView", "Plan", "Policy", "Snapshot", "make_policy",
            "policy_names"]

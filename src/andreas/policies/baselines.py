@@ -11,9 +11,9 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from .base import Assignment, Plan, Snapshot, register
-from .orderings import ORDERINGS, Ordering
-from .passes import greedy_pass
-from .planning import PlanningContext
+from .search.orderings import ORDERINGS, Ordering
+from .search.passes import greedy_pass
+from .search.planning import PlanningContext
 
 
 @dataclass

@@ -27,20 +27,22 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import AndreasError
-from . import company, consolidate, passes, power_limits, pricing  # noqa: F401  (register the steps)
+from .arrivals import ArrivalLog
 from .base import Plan, Snapshot, register
 from .budget import NO_DEADLINE, Deadline
-from .company import DEFAULT_MAX_LOAD, DEFAULT_SHARE, ArrivalLog
-from .consolidate import ARRIVAL_MARGIN
 from .decision import Decision
-from .forward_check import keeps_cost
 from .options import dataclass_options, option
-from .orderings import ORDERINGS
-from .pipeline import DEFAULT_STEPS, resolve, run_pipeline
-from .placement import Placement
-from .planning import PlanningContext
-from .resizing import climb, evaluation_budget, resized
-from .scoring import SCORES, score
+from .search import passes
+from .search.orderings import ORDERINGS
+from .search.placement import Placement
+from .search.planning import PlanningContext
+from .search.resizing import climb, evaluation_budget, resized
+from .search.scoring import SCORES, score
+from .steps import company, consolidate, defer, power_limits  # noqa: F401  (register the steps)
+from .steps.company import DEFAULT_MAX_LOAD, DEFAULT_SHARE
+from .steps.consolidate import ARRIVAL_MARGIN
+from .steps.forward_check import keeps_cost
+from .steps.pipeline import DEFAULT_STEPS, resolve, run_pipeline
 
 CONFIG_ENERGIES = ("marginal", "filled", "alone")  # GreedyParams.config_energy
 

@@ -31,10 +31,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .base import Plan, Snapshot, register
-from .budget import NO_DEADLINE, Deadline
-from .company import ArrivalLog
-from .greedy import (
+from ..arrivals import ArrivalLog
+from ..base import Plan, Snapshot, register
+from ..budget import NO_DEADLINE, Deadline
+from ..greedy import (
     GREEDY_OPTIONS,
     GreedyParams,
     RandomizedGreedy,

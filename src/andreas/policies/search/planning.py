@@ -15,8 +15,8 @@ from operator import attrgetter
 
 import numpy as np
 
-from ..cost import run_energy_cost, tardiness_costs
-from .base import Snapshot
+from ...cost import run_energy_cost, tardiness_costs
+from ..base import Snapshot
 from .cluster_tables import ProfileRows, tables_for
 
 _JOB, _ASSIGNMENT, _REMAINING = attrgetter("job"), attrgetter("assignment"), \

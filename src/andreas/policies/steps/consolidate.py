@@ -32,13 +32,13 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from ..model import GpuType, Node
-from .base import Assignment, JobView, Plan, Snapshot
-from .decision import Decision, Reason
+from ...model import GpuType, Node
+from ..base import Assignment, JobView, Plan, Snapshot
+from ..decision import Decision, Reason
 from .pipeline import StepContext, register_step
 
 if TYPE_CHECKING:
-    from .greedy import GreedyParams
+    from ..greedy import GreedyParams
 
 EPS = 1e-9
 ARRIVAL_MARGIN = 0.02  # share of the arriving work (offered load) that stretches each end

@@ -17,10 +17,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..model import Job, Profiles
-from .base import Plan, Snapshot
-from .budget import NO_DEADLINE, Deadline, OutOfTime
-from .company import ArrivalLog
+from ...model import Job, Profiles
+from ..arrivals import ArrivalLog
+from ..base import Plan, Snapshot
+from ..budget import NO_DEADLINE, Deadline, OutOfTime
 
 SAMPLES = 1  # sampled futures per check (bench/zoo.md: 2 cost twice the time for the same costs)
 MAX_SAMPLED = 20  # most sampled arrivals per future (bounds the check's time)
@@ -63,8 +63,8 @@ def future_cost(snapshot: Snapshot, plan: Plan, futures: list[tuple[Job, ...]],
                 deadline: Deadline = NO_DEADLINE) -> float:
     """Mean cost of every job from now on, `plan` applied now, over the sampled futures (whose
     profiles `snapshot` holds: `with_profiles_of`). Raises OutOfTime once `deadline` passes."""
-    from ..sim.forecast import forecast
-    from .greedy import GreedyParams, RandomizedGreedy
+    from ...sim.forecast import forecast
+    from ..greedy import GreedyParams, RandomizedGreedy
 
     total = 0.0
     for arrivals in futures:

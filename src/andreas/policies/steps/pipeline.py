@@ -22,14 +22,14 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import TYPE_CHECKING, Callable, Protocol
 
-from ..errors import AndreasError
-from .base import Snapshot
-from .budget import NO_DEADLINE, Deadline
-from .decision import Decision, Reason
+from ...errors import AndreasError
+from ..base import Snapshot
+from ..budget import NO_DEADLINE, Deadline
+from ..decision import Decision, Reason
 
 if TYPE_CHECKING:
-    from .company import ArrivalLog
-    from .greedy import GreedyParams
+    from ..arrivals import ArrivalLog
+    from ..greedy import GreedyParams
 
 DEFAULT_STEPS = ("consolidate", "wait", "company", "defer", "power_limits")
 _JOB_ID = attrgetter("job.job_id")

@@ -16,8 +16,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..model import Cluster, Profiles
-from .base import Assignment
+from ...model import Cluster, Profiles
+from ..base import Assignment
 
 KEEP = 8
 """Clusters whose tables are kept (least recently used dropped first)."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from . import kernel
+from . import kernel  # noqa: F401
 from .placement import Placement
 from .planning import PlanningContext
 

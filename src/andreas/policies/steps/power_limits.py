@@ -22,12 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
-from .base import Plan, Snapshot
-from .decision import Decision
+from ..base import Plan, Snapshot
+from ..decision import Decision
 from .pipeline import StepContext, register_step
 
 if TYPE_CHECKING:
-    from .greedy import GreedyParams
+    from ..greedy import GreedyParams
 
 DEFAULT_SLACK = 0.10  # keep a tenth of the capped run time as a buffer before the due date
 

@@ -28,78 +28,21 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right, insort
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from ..model import Config, Job, Node
+from ...model import Node
 
 if TYPE_CHECKING:
-    from .greedy import GreedyParams
-from .base import Assignment, JobView, Plan, Snapshot
-from .decision import Decision, Reason
+    from ..greedy import GreedyParams
+from ..base import Assignment, JobView, Plan, Snapshot
+from ..decision import Decision, Reason
 from .pipeline import StepContext, register_step
 
 DEFAULT_SHARE = 0.1  # slack kept at the latest start, as a share of the planned run time
 DEFAULT_MAX_LOAD = 0.5  # hold for company only while the offered load is below this
 WAIT_MAX_LOAD = 1.0  # wait for a powered node only while the offered load is below this
-
-
-@dataclass
-class ArrivalLog:
-    """Submission time and least GPU-time of the newest `window` jobs a policy has seen. A
-    snapshot shows only unfinished jobs, so a policy keeps this across its decisions to
-    estimate the offered load."""
-
-    window: int = 20
-    seen: dict[str, tuple[float, float]] = field(default_factory=dict)  # id -> (submit, work)
-    jobs: dict[str, Job] = field(default_factory=dict)  # the same jobs, to sample arrivals from
-    # their profiles' rows: a live service's snapshot holds only the unfinished jobs' profiles
-    profiles: dict[str, Mapping[Config, float]] = field(default_factory=dict)
-
-    def observe(self, snapshot: Snapshot) -> None:
-        unseen = [view for view in snapshot.jobs if view.job_id not in self.seen]
-        trims = len(self.seen) + len(unseen) > 2 * self.window
-        # A job submitted before every one of `window` jobs seen cannot be among the newest
-        # kept when this call trims: it is not looked at (a long queue's older jobs, at every
-        # decision)
-        floor = min(s for s, _ in self.seen.values()) \
-            if trims and len(self.seen) >= self.window else -math.inf
-        for view in unseen:
-            if view.job.submit_time >= floor:
-                self._add(snapshot, view)
-        if trims:  # to the newest `window`
-            newest = sorted(self.seen.items(), key=lambda kv: kv[1][0])[-self.window:]
-            self.seen = dict(newest)
-            self.jobs = {k: self.jobs[k] for k in self.seen}
-            kept = {j.profile for j in self.jobs.values()}
-            self.profiles = {p: c for p, c in self.profiles.items() if p in kept}
-
-    def _add(self, snapshot: Snapshot, view: JobView) -> None:
-        configs = snapshot.profiles.configs(view.job.profile)
-        work = view.job.epochs * min(g * spe for (_, g), spe in configs.items())
-        self.seen[view.job_id] = (view.job.submit_time, work)
-        self.jobs[view.job_id] = view.job
-        self.profiles[view.job.profile] = dict(configs)  # picklable
-
-    def rate(self) -> float:
-        """Arrivals per second among the newest jobs seen; 0 while fewer than two."""
-        newest = sorted(s for s, _ in self.seen.values())[-self.window:]
-        span = newest[-1] - newest[0] if len(newest) > 1 else 0.0
-        return (len(newest) - 1) / span if span > 0 else 0.0
-
-    def offered_load(self, snapshot: Snapshot) -> float:
-        """Arrival rate × mean least GPU-time of the newest arrivals ÷ the cluster's GPUs (1 =
-        the cluster busy all the time at the jobs' most frugal sizes); inf while unknown. The
-        work is averaged over arrivals, not over the jobs in view: long jobs stay in view
-        longer, so those would overstate it."""
-        newest = sorted(self.seen.values())[-self.window:]
-        span = snapshot.time - newest[0][0] if newest else 0.0
-        if len(newest) < 2 or span <= 0:
-            return math.inf
-        work = sum(w for _, w in newest) / len(newest)
-        gpus = snapshot.cluster.total_gpus
-        return (len(newest) - 1) / span * work / gpus
 
 
 def hold_for_company(snapshot: Snapshot, plan: Plan, *, share: float = DEFAULT_SHARE,

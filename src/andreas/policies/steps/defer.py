@@ -14,12 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from .base import Plan, Snapshot
-from .decision import Decision, Reason
+from ..base import Plan, Snapshot
+from ..decision import Decision, Reason
 from .pipeline import StepContext, register_step
 
 if TYPE_CHECKING:
-    from .greedy import GreedyParams
+    from ..greedy import GreedyParams
 
 DEFAULT_MARGIN = 0.10  # defer only for savings above 10 % of the job's energy cost now
 DEFAULT_SLACK = 0.25  # keep a quarter of the run time as a buffer before the latest start

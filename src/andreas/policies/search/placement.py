@@ -18,8 +18,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..cost import run_energy_cost
-from .base import Plan
+from ...cost import run_energy_cost
+from ..base import Plan
 from .planning import PlanningContext
 
 

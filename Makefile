@@ -78,9 +78,9 @@ zoo: $(STAMP)
 	$(BIN)/python bench/zoo/run.py --out bench/zoo.md \
 		--variant 'andreas-no-search-check=andreas:search_check=false' \
 		--variant 'andreas-no-forward-check=andreas:forward_check=false' \
-		--variant 'andreas-no-hold=andreas:hold_share=off' \
+		--variant 'andreas-no-hold=andreas:consolidate.share=off;wait.share=off;company.share=off' \
 		--variant 'andreas-hold-when-late=andreas:hold_when_late=true' \
-		--variant 'andreas-no-consolidate=andreas:consolidate_margin=off' \
+		--variant 'andreas-no-consolidate=andreas:consolidate.margin=off' \
 		--variant 'andreas-no-resize=andreas:resize_max_load=0' 
 
 zoo-holdout: $(STAMP)

@@ -52,7 +52,8 @@ def campaign(kills: int, database: str, seed: int) -> dict:
             pg.psql("CREATE DATABASE chaos;")
             url = pg.get_uri("chaos")  # libpq's form: the service adds the psycopg driver
         service = LocalService(d / "svc", CLUSTER, PROFILES, database_url=url, options=(
-            "policy: andreas\npolicy_options: {seed: 1, hold_share: null}\nperiod_s: null\n"
+            "policy: andreas\npolicy_options: {seed: 1, consolidate.share: null, "
+            "wait.share: null, company.share: null}\nperiod_s: null\n"
             "grace_s: 5\npoll_s: 0.2\n"))
         service.start()
         submitted: dict[str, int] = {}

@@ -26,7 +26,8 @@ from andreas.sim.engine import simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICIES = [("fifo", "fifo", {}), ("edf", "edf", {}),
-            ("andreas, default limit", "andreas", {"power_limits": False}),
+            ("andreas, default limit", "andreas",
+             {"steps": ("consolidate", "wait", "company", "defer")}),
             ("andreas, power limits", "andreas", {})]
 DUE_FACTORS = (1.2, 2.0, 10.0)
 
@@ -92,7 +93,7 @@ def main() -> None:
         "from 100 to 250 W; the catalogue ships them as profiles (`andreas.catalogue."
         "catalogue_power_limits_path()`,",
         "built by `scripts/build_power_limits.py`). With such profiles the andreas policies choose",
-        "a limit for every job they place (`policies/power_limits.py`):",
+        "a limit for every job they place (`policies/steps/power_limits.py`):",
         "",
         "- a job that would miss its due date at the default limit keeps it (fastest);",
         "- a lower limit must still finish 10 % of its run time before the due date, so a job that",
@@ -114,7 +115,7 @@ def main() -> None:
         "",
         "The simulator runs a capped job at the limit's speed and subtracts the saving from its node's",
         "draw; `segments.csv` records `power_limit_w` and `saved_w`, and `andreas account`",
-        "recomputes the costs from it. `--no-power-limits` turns the choice off.",
+        "recomputes the costs from it. `--steps consolidate,wait,company,defer` (the steps without power_limits) turns the choice off.",
         "",
         "## Profile format",
         "",

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from andreas import make_policy, simulate
 from andreas.experiments.compare import compare
-from andreas.policies.base import Assignment, Plan, Snapshot, register
+from andreas.policies.base import Assignment, Plan, Snapshot
+from andreas.policies.registry import register
 from andreas.sim.generate import generate_paper_style, load_template
 
 

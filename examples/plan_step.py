@@ -1,7 +1,8 @@
 """A plan step written outside the package: never pause a job that is almost done.
 
     andreas simulate my-scenario --policy andreas --out run \
-        --set steps=consolidate,wait,company,examples.plan_step:FinishNearlyDone
+        --set steps=consolidate,wait,company,examples.plan_step:FinishNearlyDone \
+        --set finish_nearly_done.share=0.2
 
 (run from the repository root, so that `examples` can be imported; docs/plan-steps.md).
 """
@@ -9,8 +10,10 @@
 from dataclasses import dataclass
 from typing import ClassVar
 
+from andreas.errors import AndreasError
 from andreas.policies.decision import Decision
-from andreas.policies.steps.pipeline import StepContext
+from andreas.policies.options import option
+from andreas.policies.steps.registry import StepContext
 
 
 @dataclass(frozen=True)
@@ -20,11 +23,21 @@ class FinishNearlyDone:
     more than the little energy a pause could save."""
 
     share: float = 0.1
-    name: ClassVar[str] = "finish_nearly_done"
+    name: ClassVar[str] = "finish_nearly_done"  # also its options' prefix
+
+    @dataclass(frozen=True)
+    class Options:  # the policy takes finish_nearly_done.share
+        share: float = option(0.1, "keep running a job with less than this share of its "
+                              "epochs left")
+
+        def __post_init__(self) -> None:
+            if not 0.0 <= self.share <= 1.0:
+                raise AndreasError(f"finish_nearly_done.share must be in [0, 1], got "
+                                   f"{self.share}")
 
     @classmethod
-    def configure(cls, params) -> "FinishNearlyDone":
-        return cls()  # no option of its own: always on when named in `steps`
+    def configure(cls, options: Options) -> "FinishNearlyDone":
+        return cls(options.share)  # always on when named in `steps`
 
     def apply(self, snapshot, decision: Decision, ctx: StepContext) -> Decision:
         free = {n.name: n.gpus for n in snapshot.cluster.nodes}

@@ -94,7 +94,7 @@ def write_service_files(directory: Path, *, nodes: str | None = None, extra: str
         data_dir: state
         executor: {executor}
         policy: andreas
-        policy_options: {{seed: 1, hold_share: null}}
+        policy_options: {{seed: 1, consolidate.share: null, wait.share: null, company.share: null}}
         period_s: null
         grace_s: 5
         poll_s: 0.1

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from andreas.model import Cluster, GpuType, Job, Node, Profiles, Scenario
 from andreas.policies.base import Assignment, JobView, Snapshot
+from andreas.policies.steps.pipeline import HOLD_SHARES
+
+NO_HOLDS = {key: None for key in HOLD_SHARES}  # policy options: no step holds a job back
 
 EUR_PER_KWH_FOR_1E7 = 0.36  # with PUE 1: 0.36 EUR/kWh = 1e-7 EUR per joule
 
@@ -51,7 +54,7 @@ class Scripted:
 def policy_with(name: str, seed: int, max_iterations: int = 20):
     """A policy for tests that loop over every policy: few greedy passes where it has them."""
     from andreas.policies import make_policy
-    from andreas.policies.options import options_for
+    from andreas.policies.registry import options_for
 
     return make_policy(name, **options_for(name, {"seed": seed,
                                                   "max_iterations": max_iterations}))

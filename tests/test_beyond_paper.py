@@ -150,12 +150,13 @@ def test_adaptive_order_switches_to_atc_under_overload():
 
 
 def test_andreas_paper_is_the_published_algorithm():
-    p = make_policy("andreas-paper", seed=4).params
-    assert (p.order, p.score, p.seed) == ("pressure", "proxy", 4)
-    assert (p.hold_share, p.slack_guard, p.consolidate_margin) == (None, None, None)
+    paper = make_policy("andreas-paper", seed=4)
+    p = paper.params
+    assert (p.search.order, p.search.score, p.seed) == ("pressure", "proxy", 4)
+    assert (p.choice.slack_guard, p.pipeline.steps, paper.pipeline.steps) == (None, (), ())
     with pytest.raises(AndreasError, match="unknown option 'order' for policy 'andreas-paper'"):
         make_policy("andreas-paper", order="atc")  # not one of the paper's settings
-    d = make_policy("andreas").params
+    d = make_policy("andreas").params.search
     assert (d.order, d.score, d.max_iterations) == ("adaptive", "lookahead", 1000)
 
 
@@ -401,7 +402,7 @@ def test_andreas_resizes_its_chosen_plan_on_a_quiet_cluster():
     for name in ("greedy", "andreas"):
         plan = make_policy(name, seed=1, **marginal).decide(snap)
         assert {j: a.gpus for j, a in plan.items()} == {"a": 1, "b": 1}, name
-        plain = make_policy(name, seed=1, resize_max_load=0.0, consolidate_margin=None,
+        plain = make_policy(name, seed=1, resize_max_load=0.0, **{"consolidate.margin": None},
                             **marginal).decide(snap)
         assert plain["a"].gpus == 2, name
         # the timeline of consolidate.py (both on their least-energy configuration) finds
@@ -409,7 +410,7 @@ def test_andreas_resizes_its_chosen_plan_on_a_quiet_cluster():
         timed = make_policy(name, seed=1, resize_max_load=0.0, **marginal).decide(snap)
         assert {j: a.gpus for j, a in timed.items()} == {"a": 1, "b": 1}, name
         filled = make_policy(name, seed=1, resize_max_load=0.0,
-                             consolidate_margin=None).decide(snap)
+                             **{"consolidate.margin": None}).decide(snap)
         assert {j: a.gpus for j, a in filled.items()} == {"a": 1, "b": 1}, name
 
 

@@ -11,9 +11,8 @@ from andreas.policies import make_policy
 from andreas.policies.arrivals import ArrivalLog
 from andreas.policies.base import JobView, Snapshot
 from andreas.policies.budget import Deadline
-from andreas.policies.greedy import GreedyParams
+from andreas.policies.greedy import GreedyParams, follower, refine
 from andreas.policies.search.planning import PlanningContext
-from andreas.policies.steps.pipeline import run_pipeline
 from andreas.sim.generate import generate_paper_style, load_template
 
 
@@ -57,9 +56,10 @@ def test_a_spent_budget_still_completes_the_deterministic_pass():
 def test_steps_are_skipped_past_the_deadline():
     sc, snap = _snap(jobs=3, nodes=8)
     plan = make_policy("greedy", steps=()).decide(snap)
-    params = GreedyParams(hold_share=10.0)  # a step that would hold jobs back
+    params = GreedyParams.of(**{"wait.share": 10.0, "company.share": 10.0,
+                                "consolidate.share": 10.0})  # steps that would hold jobs back
     spent = Deadline(time.perf_counter() - 1.0)
-    decision = run_pipeline(snap, plan, params, ArrivalLog(), spent)
+    decision = refine(snap, plan, params, ArrivalLog(), spent)
     assert dict(decision) == dict(plan)  # no step applied
     assert decision.revisit_at is None
 
@@ -68,7 +68,8 @@ def test_a_budget_must_be_a_finite_non_negative_number():
     for bad in (-1.0, float("inf"), float("nan")):
         with pytest.raises(AndreasError, match="decision_budget_ms"):
             make_policy("andreas", decision_budget_ms=bad)
-    assert make_policy("andreas", decision_budget_ms="250").params.decision_budget_ms == 250.0
+    effort = make_policy("andreas", decision_budget_ms="250").params.effort
+    assert effort.decision_budget_ms == 250.0
 
 
 def test_without_a_budget_nothing_reads_the_clock(monkeypatch):
@@ -91,7 +92,8 @@ def test_a_forward_check_out_of_time_keeps_the_decision_before_the_bet():
     log = ArrivalLog()
     log.observe(snap)
     spent = Deadline(time.perf_counter() - 1.0)
-    assert keeps_cost(snap, before, after, log, 1, spent) is False
-    assert keeps_cost(snap, before, dict(before), log, 1, spent) is True  # no bet, no check
+    assert keeps_cost(snap, before, after, log, follower, 1, spent) is False
+    # no bet, no check
+    assert keeps_cost(snap, before, dict(before), log, follower, 1, spent) is True
     # without a deadline the check plays both forward and decides on cost
-    assert isinstance(keeps_cost(snap, before, after, log, 1), bool)
+    assert isinstance(keeps_cost(snap, before, after, log, follower, 1), bool)

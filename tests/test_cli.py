@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import NO_HOLDS
 
 from andreas.io import load_scenario
 
@@ -171,7 +172,7 @@ def test_slack_guard_config_energy_and_hold_options_reach_the_policy(tmp_path):
     costs = {}
     for args, params in ((("--slack-guard", "off", "--config-energy", "alone"),
                           {"slack_guard": None, "config_energy": "alone"}),
-                         (("--hold", "off"), {"hold_share": None}),
+                         (("--hold", "off"), NO_HOLDS),
                          ((), {})):
         out = tmp_path / f"out{len(costs)}"
         run = andreas("simulate", tmp_path / "sc", "--policy", "greedy", "--out", out, *args)
@@ -184,7 +185,7 @@ def test_slack_guard_config_energy_and_hold_options_reach_the_policy(tmp_path):
     for bad, named in ((("--slack-guard", "-1"), "slack_guard"),
                        (("--slack-guard", "x"), "slack_guard"),
                        (("--config-energy", "cheap"), "config_energy"),
-                       (("--hold", "soon"), "hold_share")):
+                       (("--hold", "soon"), "--hold")):
         run = andreas("simulate", tmp_path / "sc", "--out", tmp_path / "bad", *bad)
         assert run.returncode == 2 and named in run.stderr, run.stderr
         assert not (tmp_path / "bad").exists()

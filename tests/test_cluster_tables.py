@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from test_policies import snapshots
 
 from andreas.model import Profiles
-from andreas.policies.search import cluster_tables
 from andreas.policies.base import Assignment
+from andreas.policies.search import cluster_tables
 from andreas.policies.search.cluster_tables import tables_for
 from andreas.policies.search.placement import Placement
 from andreas.policies.search.planning import PlanningContext

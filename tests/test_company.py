@@ -5,7 +5,7 @@ simulator and service revisiting a held job when it must start."""
 import math
 
 import pytest
-from helpers import Scripted, cluster, job, scenario, snapshot
+from helpers import NO_HOLDS, Scripted, cluster, job, scenario, snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,7 +14,8 @@ from andreas.policies.arrivals import ArrivalLog
 from andreas.policies.base import Assignment, revisit_at
 from andreas.policies.decision import Decision
 from andreas.policies.greedy import GreedyParams, refine
-from andreas.policies.steps.company import hold_for_company, wait_for_a_powered_node
+from andreas.policies.steps.company import hold_for_company
+from andreas.policies.steps.wait import wait_for_a_powered_node
 from andreas.sim.engine import simulate
 
 # One node of 2 GPUs drawing 300 W with one busy, 400 W with two; 10 s per epoch on 1 GPU.
@@ -58,7 +59,7 @@ def test_no_hold_with_company_or_a_queue_but_a_running_job_alone_is_paused():
     log.observe(snap)
     assert log.offered_load(snap) == pytest.approx(0.025)
     queue = {"a": Assignment("n0", 1)}
-    assert refine(snap, queue, GreedyParams(), log) == queue
+    assert refine(snap, queue, GreedyParams.of(), log) == queue
     # a job that would keep running alone on its node is paused for company as well
     running = _snap(jobs, now=10000.0, running={"a": ("n0", 1), "b": ("n1", 1)})
     apart = {"a": Assignment("n0", 1), "b": Assignment("n1", 1)}
@@ -126,7 +127,7 @@ def test_a_job_alone_on_a_node_waits_for_gpus_to_free_on_a_powered_one():
     assert log.offered_load(snap(7200.0)) == pytest.approx(2 / 4000 * 16000 / 3 / 3)
     # (the timeline of consolidate.py, which refine tries first, is off here: it would run b
     # on n0 now and pause a, at the same energy)
-    alone = GreedyParams(consolidate_margin=None)
+    alone = GreedyParams.of(**{"consolidate.margin": None})
     assert dict(refine(snap(7200.0), plan, alone, log)) == dict(held)
     log.seen = {"x": (3000.0, 5000.0), "y": (3500.0, 5000.0), "z": (3990.0, 5000.0)}
     assert refine(snap(7200.0), plan, alone, log) == plan
@@ -165,7 +166,7 @@ def test_simulator_runs_a_waiting_job_on_the_powered_node_by_hand():
                   [job("a", due=5000.0, epochs=500.0), job("c", due=10000.0, epochs=1000.0),
                    job("b", submit=4000.0, due=20000.0, epochs=100.0)])
     held = simulate(sc, make_policy("greedy"))
-    plain = simulate(sc, make_policy("greedy", hold_share=None))
+    plain = simulate(sc, make_policy("greedy", **NO_HOLDS))
     b = {r.job_id: r for r in held.jobs}["b"]
     assert (b.first_start, b.completion_time) == (pytest.approx(5000.0), pytest.approx(6000.0))
     assert held.summary["total_cost"] == pytest.approx((400 * 6000 + 300 * 4000) * 1e-7)
@@ -212,7 +213,7 @@ def test_simulator_starts_a_held_job_at_its_latest_start_at_the_same_energy():
     sc = _one_node(job("j0", submit=0.0, due=100.0, epochs=10.0),
                    job("j1", submit=2000.0, due=11000.0, epochs=100.0))
     held = simulate(sc, make_policy("greedy"))
-    plain = simulate(sc, make_policy("greedy", hold_share=None))
+    plain = simulate(sc, make_policy("greedy", **NO_HOLDS))
     j1 = {r.job_id: r for r in held.jobs}["j1"]
     assert (j1.first_start, j1.completion_time) == (pytest.approx(9900.0), pytest.approx(10900.0))
     assert {r.job_id: r for r in plain.jobs}["j1"].first_start == 2000.0
@@ -228,7 +229,7 @@ def test_a_job_arriving_during_the_hold_shares_the_powered_node():
                    job("j1", submit=2000.0, due=11000.0, epochs=100.0),
                    job("j2", submit=5000.0, due=20000.0, epochs=100.0))
     held = simulate(sc, make_policy("greedy"))
-    plain = simulate(sc, make_policy("greedy", hold_share=None))
+    plain = simulate(sc, make_policy("greedy", **NO_HOLDS))
     starts = {r.job_id: r.first_start for r in held.jobs}
     assert starts == {"j0": 0.0, "j1": 5000.0, "j2": 5000.0}
     assert held.summary["total_cost"] == pytest.approx((300 * 100 + 400 * 1000) * 1e-7)
@@ -295,7 +296,7 @@ def test_the_service_replans_when_a_held_job_must_start(tmp_path):
                 max_size=8),
        st.integers(0, 30), st.integers(1, 20), st.integers(1, 4), st.integers(4, 12))
 def test_busy_profile_and_earliest_start_match_their_definitions(raw, t0, length, gpus, cap):
-    from andreas.policies.steps.company import _busy_profile, _earliest_start, _usage
+    from andreas.policies.steps.wait import _busy_profile, _earliest_start, _usage
 
     runs = [(float(s), float(s + d), g) for s, d, g in raw]
 

@@ -95,9 +95,9 @@ def test_simulator_pauses_the_job_with_slack_by_hand():
     # 400 x 1500 + 500 x 1000 + 300 x 4500 J.
     sc = scenario(TWO_TYPES, PROFILES, [job("a", epochs=100.0), job("c", epochs=600.0),
                                         job("b", submit=500.0, due=3500.0, epochs=100.0)])
-    on = simulate(sc, make_policy("greedy", consolidate_max_load=float("inf")))
-    off = simulate(sc, make_policy("greedy", consolidate_margin=None))
-    # at load 3.6 the default consolidates nothing (consolidate_max_load 0.5)
+    on = simulate(sc, make_policy("greedy", **{"consolidate.max_load": float("inf")}))
+    off = simulate(sc, make_policy("greedy", **{"consolidate.margin": None}))
+    # at load 3.6 the default consolidates nothing (consolidate.max_load 0.5)
     default = simulate(sc, make_policy("greedy"))
     assert default.energy_joules == pytest.approx(off.energy_joules)
     # a pass budget (long queues, trace replays) turns the timeline off too
@@ -113,8 +113,8 @@ def test_simulator_pauses_the_job_with_slack_by_hand():
 def test_consolidate_margin_is_checked():
     from andreas.errors import AndreasError
 
-    with pytest.raises(AndreasError, match="consolidate_margin"):
-        GreedyParams(consolidate_margin=-1.0)
+    with pytest.raises(AndreasError, match="consolidate.margin must be >= 0 or off"):
+        GreedyParams.of(**{"consolidate.margin": -1.0})
 
 
 def test_no_timeline_beyond_the_work_budget(monkeypatch):

@@ -8,6 +8,7 @@ from andreas.policies import make_policy
 from andreas.policies.arrivals import ArrivalLog
 from andreas.policies.base import Assignment
 from andreas.policies.decision import Decision
+from andreas.policies.greedy import follower
 from andreas.policies.steps.forward_check import (
     MAX_SAMPLED,
     future_cost,
@@ -29,19 +30,21 @@ def test_a_hold_that_makes_a_job_late_is_undone():
     # by hand: running now costs 100 s x 100 W x 1e-7 = 1e-3 EUR; held, the follower starts it
     # at 50 s on the configuration that meets... none does, so the fastest (2 GPUs, 60 s):
     # 60 x 150 W x 1e-7 = 9e-4 EUR + 10 s late x 0.01 = 0.1 EUR
-    assert future_cost(snap, now_plan, [()]) == pytest.approx(1e-3)
-    assert future_cost(snap, held, [()]) == pytest.approx(9e-4 + 0.1)
-    assert not keeps_cost(snap, now_plan, held, ArrivalLog())
+    assert future_cost(snap, now_plan, [()], follower) == pytest.approx(1e-3)
+    assert future_cost(snap, held, [()], follower) == pytest.approx(9e-4 + 0.1)
+    assert not keeps_cost(snap, now_plan, held, ArrivalLog(), follower)
 
 
 def test_a_step_that_saves_energy_on_time_is_kept():
     sc = scenario(CL, PROFILES, [job("a", due=1000.0)])
     snap = snapshot(sc, now=0.0)
     # 2 GPUs: 60 s x 150 W = 9 kJ; 1 GPU: 100 s x 100 W = 10 kJ: the 2-GPU plan is cheaper
-    assert keeps_cost(snap, {"a": Assignment("n", 1)}, {"a": Assignment("n", 2)}, ArrivalLog())
+    assert keeps_cost(snap, {"a": Assignment("n", 1)}, {"a": Assignment("n", 2)}, ArrivalLog(),
+                      follower)
     assert not keeps_cost(snap, {"a": Assignment("n", 2)}, {"a": Assignment("n", 1)},
-                          ArrivalLog())
-    assert keeps_cost(snap, {"a": Assignment("n", 1)}, {"a": Assignment("n", 1)}, ArrivalLog())
+                          ArrivalLog(), follower)
+    assert keeps_cost(snap, {"a": Assignment("n", 1)}, {"a": Assignment("n", 1)}, ArrivalLog(),
+                      follower)
 
 
 def test_sampled_arrivals_copy_seen_jobs_at_the_observed_rate():
@@ -83,13 +86,12 @@ def test_the_forecast_pays_no_restart_for_a_new_power_limit():
     profiles = Profiles({"p": {("T", 1): 10.0, ("T", 2): 6.0}}, levels)
     sc = Scenario(cl, profiles, (job("a", due=1e4),))
     snap = snapshot(sc, running={"a": ("n", 1)})
-    follower = make_policy("greedy", hold_share=None, consolidate_margin=None, defer=False,
-                           power_limits=False, resize_max_load=0.0)
-    same = forecast(snap, {"a": Assignment("n", 1)}, follower)["a"].completion
+    later = make_policy("greedy", steps=(), resize_max_load=0.0)
+    same = forecast(snap, {"a": Assignment("n", 1)}, later)["a"].completion
     assert same == pytest.approx(100.0)  # 10 epochs x 10 s, no restart
-    capped = forecast(snap, {"a": Assignment("n", 1, 150.0)}, follower)["a"].completion
+    capped = forecast(snap, {"a": Assignment("n", 1, 150.0)}, later)["a"].completion
     assert capped == pytest.approx(120.0)  # 10 x 12 s at the cap, and no 30 s restart
-    moved = forecast(snap, {"a": Assignment("n", 2)}, follower)["a"].completion
+    moved = forecast(snap, {"a": Assignment("n", 2)}, later)["a"].completion
     assert moved == pytest.approx(30.0 + 60.0)  # a resize pays the restart
 
 
@@ -111,7 +113,8 @@ def test_sampled_copies_of_finished_jobs_keep_their_profiles():
     snap = Snapshot(100.0, CL, Profiles({"job:c": PROFILES["p"]}), views)
     assert history.rate() > 0
     # every sampled arrival copies a or b, whose profiles the snapshot lacks
-    assert keeps_cost(snap, {"c": Assignment("n", 1)}, {"c": Assignment("n", 2)}, history)
+    assert keeps_cost(snap, {"c": Assignment("n", 1)}, {"c": Assignment("n", 2)}, history,
+                      follower)
     assert set(history.profiles) == {"job:a", "job:b"}
 
 

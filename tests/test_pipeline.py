@@ -4,15 +4,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import cluster, job, scenario, snapshot
+from helpers import NO_HOLDS, cluster, job, scenario, snapshot
 
 from andreas.errors import AndreasError
 from andreas.policies import make_policy
 from andreas.policies.arrivals import ArrivalLog
 from andreas.policies.base import Assignment
 from andreas.policies.decision import Decision, Reason
-from andreas.policies.greedy import GreedyParams
-from andreas.policies.steps.pipeline import DEFAULT_STEPS, build_steps, run_pipeline
+from andreas.policies.greedy import GreedyParams, refine
+from andreas.policies.steps.pipeline import DEFAULT_STEPS
+from andreas.policies.steps.registry import kind_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `examples` importable
 
@@ -46,25 +47,25 @@ def test_every_waiting_job_gets_a_reason():
 
 
 def test_steps_are_chosen_by_name_and_turned_off_by_their_options():
-    assert [s.name for s in build_steps(GreedyParams())] == list(DEFAULT_STEPS)
-    assert [s.name for s in build_steps(GreedyParams(hold_share=None))] == ["defer",
-                                                                            "power_limits"]
-    assert build_steps(GreedyParams(steps=())) == []
+    assert [s.name for s in GreedyParams.of().steps().steps] == list(DEFAULT_STEPS)
+    assert [s.name for s in GreedyParams.of(**NO_HOLDS).steps().steps] == ["defer",
+                                                                           "power_limits"]
+    assert GreedyParams.of(steps=()).steps().steps == ()
     with pytest.raises(AndreasError, match="unknown step 'holdd'"):
-        GreedyParams(steps=("holdd",))
+        GreedyParams.of(steps=("holdd",))
     with pytest.raises(AndreasError, match="cannot load 'nowhere:Step'"):
-        GreedyParams(steps=("nowhere:Step",))
+        GreedyParams.of(steps=("nowhere:Step",))
 
 
 def test_a_step_written_elsewhere_runs_by_its_import_path():
     # job a runs on both GPUs with 5 % of its epochs left; the pipeline is only the example
     sc = scenario(CL, PROFILES, [job("a", epochs=20.0, due=1e4)])
     snap = snapshot(sc, running={"a": ("n", 2)}, remaining={"a": 1.0})
-    params = GreedyParams(steps=("examples.plan_step:FinishNearlyDone",))
-    kept = run_pipeline(snap, {}, params, ArrivalLog())  # a plan that pauses a
+    params = GreedyParams.of(steps=("examples.plan_step:FinishNearlyDone",))
+    kept = refine(snap, {}, params, ArrivalLog())  # a plan that pauses a
     assert kept == {"a": Assignment("n", 2)}
     far = snapshot(sc, running={"a": ("n", 2)}, remaining={"a": 10.0})  # half done: paused
-    paused = run_pipeline(far, {}, params, ArrivalLog())
+    paused = refine(far, {}, params, ArrivalLog())
     assert paused == {} and paused.reasons["a"].kind == "no_capacity"
 
 
@@ -84,25 +85,22 @@ def test_no_forward_check_with_a_pass_budget(monkeypatch):
         name = "hold_a"
 
         @classmethod
-        def configure(cls, params):
-            return cls()
-
         def apply(self, snapshot, decision, ctx):
             return decision.replaced({}, revisit_at=100.0,
                                      reasons={"a": Reason("held_for_company", until=100.0)})
 
-    from andreas.policies.steps import pipeline
+    from andreas.policies.steps import registry
 
-    monkeypatch.setitem(pipeline.STEPS, "hold_a", Hold.configure)
+    monkeypatch.setitem(registry.STEPS, "hold_a", kind_of(Hold))
     plan = {"a": Assignment("n0", 1)}
-    checked = GreedyParams(steps=("hold_a",), checked_steps=("hold_a",))
-    assert run_pipeline(snap, plan, checked, ArrivalLog()) == plan  # check said no: undone
+    checked = GreedyParams.of(steps=("hold_a",), checked_steps=("hold_a",))
+    assert refine(snap, plan, checked, ArrivalLog()) == plan  # check said no: undone
     assert calls == [1]
-    budget = GreedyParams(steps=("hold_a",), checked_steps=("hold_a",), pass_budget=1000)
-    assert run_pipeline(snap, plan, budget, ArrivalLog()) == plan  # not checked: not taken
+    budget = GreedyParams.of(steps=("hold_a",), checked_steps=("hold_a",), pass_budget=1000)
+    assert refine(snap, plan, budget, ArrivalLog()) == plan  # not checked: not taken
     assert calls == [1]
-    unjudged = GreedyParams(steps=("hold_a",), checked_steps=(), pass_budget=1000)
-    assert run_pipeline(snap, plan, unjudged, ArrivalLog()) == {}  # not a checked step: runs
+    unjudged = GreedyParams.of(steps=("hold_a",), checked_steps=(), pass_budget=1000)
+    assert refine(snap, plan, unjudged, ArrivalLog()) == {}  # not a checked step: runs
     assert calls == [1]
 
 
@@ -111,7 +109,7 @@ def test_no_hold_when_the_plan_already_leaves_a_job_late(monkeypatch):
     # skipped, unless hold_when_late; the zoo's overloaded instances lost with them
     # (bench/zoo-seeds.md)
     import andreas.policies.steps.forward_check as fc
-    from andreas.policies.steps import pipeline
+    from andreas.policies.steps import registry
 
     monkeypatch.setattr(fc, "keeps_cost", lambda *a, **k: True)  # the check would say yes
     applied = []
@@ -120,24 +118,21 @@ def test_no_hold_when_the_plan_already_leaves_a_job_late(monkeypatch):
         name = "hold_a"
 
         @classmethod
-        def configure(cls, params):
-            return cls()
-
         def apply(self, snapshot, decision, ctx):
             applied.append(1)
             return decision.replaced({}, revisit_at=100.0,
                                      reasons={"a": Reason("held_for_company", until=100.0)})
 
-    monkeypatch.setitem(pipeline.STEPS, "hold_a", Hold.configure)
+    monkeypatch.setitem(registry.STEPS, "hold_a", kind_of(Hold))
     snap = snapshot(scenario(CL, PROFILES, [job("a", due=1e4)]))
     plan = {"a": Assignment("n", 1)}
-    params = GreedyParams(steps=("hold_a",), checked_steps=("hold_a",))
-    assert not params.hold_when_late  # the default
-    assert run_pipeline(snap, plan, params, ArrivalLog(), late=True) == plan
+    params = GreedyParams.of(steps=("hold_a",), checked_steps=("hold_a",))
+    assert not params.pipeline.hold_when_late  # the default
+    assert refine(snap, plan, params, ArrivalLog(), late=True) == plan
     assert applied == []
-    assert run_pipeline(snap, plan, params, ArrivalLog(), late=False) == {}  # held
-    bold = GreedyParams(steps=("hold_a",), checked_steps=("hold_a",), hold_when_late=True)
-    assert run_pipeline(snap, plan, bold, ArrivalLog(), late=True) == {}
+    assert refine(snap, plan, params, ArrivalLog(), late=False) == {}  # held
+    bold = GreedyParams.of(steps=("hold_a",), checked_steps=("hold_a",), hold_when_late=True)
+    assert refine(snap, plan, bold, ArrivalLog(), late=True) == {}
     assert applied == [1, 1]
 
 
@@ -152,3 +147,14 @@ def test_the_policy_tells_the_pipeline_when_its_plan_leaves_a_job_late(monkeypat
     make_policy("andreas", seed=1).decide(snapshot(scenario(CL, PROFILES, [job("a", due=30.0)])))
     make_policy("andreas", seed=1).decide(snapshot(scenario(CL, PROFILES, [job("a", due=1e4)])))
     assert seen == [True, False]
+
+
+def test_holds_off_names_only_the_holding_steps_that_run():
+    """A forecast assumes no arrival, so it turns the holding steps off; an option for a step
+    not in `steps` would be refused, so only those named are turned off."""
+    from andreas.policies.steps.pipeline import holds_off
+
+    assert holds_off(None) == NO_HOLDS  # the default steps hold all three
+    assert holds_off("wait,defer") == {"wait.share": None}
+    assert holds_off(("defer", "my_module:Step")) == {}
+    make_policy("andreas", steps="wait,defer", **holds_off("wait,defer"))  # accepted

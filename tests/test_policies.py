@@ -1,7 +1,7 @@
 """Ordering of the baselines, best-fit placement, and the Randomized Greedy against the greedy."""
 
 import pytest
-from helpers import cluster, job, scenario, snapshot
+from helpers import NO_HOLDS, cluster, job, scenario, snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -114,20 +114,20 @@ def test_randomized_greedy_never_worse_than_greedy_on_its_score(snap, seed, scor
 
     best = andreas_elite[0]  # (holding for company, a refinement after the choice, is off)
     plan = make_policy("andreas", seed=seed, max_iterations=50, score=score,
-                       hold_share=None, resize_max_load=0.0, search_check=False).decide(snap)
+                       **NO_HOLDS, resize_max_load=0.0, search_check=False).decide(snap)
     guarded = best.iteration != 0 and spends_needed_slack(
         ctx, greedy_best.placement, best.placement, 0.5)
     assert plan == (greedy_best if guarded else best).placement.to_plan(ctx)
     unguarded = make_policy("andreas", seed=seed, max_iterations=50, score=score,
-                            slack_guard=None, hold_share=None, resize_max_load=0.0,
+                            slack_guard=None, **NO_HOLDS, resize_max_load=0.0,
                             search_check=False).decide(snap)
     assert unguarded == best.placement.to_plan(ctx)
 
 
 def test_greedy_and_andreas_share_one_implementation():
     assert isinstance(make_policy("greedy"), RandomizedGreedy)
-    assert make_policy("greedy").params.max_iterations == 1
-    assert make_policy("andreas", max_iterations=7).params.max_iterations == 7
+    assert make_policy("greedy").params.search.max_iterations == 1
+    assert make_policy("andreas", max_iterations=7).params.search.max_iterations == 7
 
 
 @settings(max_examples=30, deadline=None)
@@ -274,8 +274,8 @@ def test_each_pass_is_post_processed_from_its_own_placement(snap, seed, impl):
     and free GPUs derived from it), whether it repeated an earlier pass or not."""
     import numpy as np
 
-    from andreas.policies.search import passes
     from andreas.policies.budget import NO_DEADLINE
+    from andreas.policies.search import passes
 
     ctx = PlanningContext(snap)
     k = ctx.packed
@@ -308,7 +308,7 @@ def test_a_new_job_takes_a_node_with_room_rather_than_a_running_jobs_gpus(name):
     w = job("w", due=400.0, epochs=10.0, weight=1.0)
     snap = snapshot(scenario(cl, profiles, [r, w]), running={"r": ("n0", 2)},
                     remaining={"r": 80.0})
-    plan = make_policy(name, seed=1, steps="", hold_share="off").decide(snap)
+    plan = make_policy(name, seed=1, steps="").decide(snap)
     assert plan["r"] == Assignment("n0", 2)
     assert plan["w"] == Assignment("n1", 2)
 
@@ -382,8 +382,8 @@ def test_the_passes_on_threads_give_the_same_plans(snap, seed, threads):
     decision."""
     import numpy as np
 
-    from andreas.policies.search import passes
     from andreas.policies.budget import NO_DEADLINE
+    from andreas.policies.search import passes
 
     ctx = PlanningContext(snap)
     one = make_policy("andreas", seed=seed, max_iterations=40)

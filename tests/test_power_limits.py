@@ -166,7 +166,7 @@ def test_power_limits_never_make_an_on_time_job_late(sc, seed):
     lifted as soon as a job waits, but the slower progress made so far stays.)"""
     with_limits = simulate(sc, make_policy("andreas", seed=seed, max_iterations=20))
     without = simulate(sc, make_policy("andreas", seed=seed, max_iterations=20,
-                                       power_limits=False))
+                                       steps=("consolidate", "wait", "company", "defer")))
     late_with = {r.job_id for r in with_limits.jobs if r.tardiness_s > 1e-6}
     on_time_without = {r.job_id for r in without.jobs if r.tardiness_s <= 1e-6}
     assert not (late_with & on_time_without)
@@ -213,7 +213,8 @@ def test_bad_power_limit_rows_name_line_and_field(tmp_path, rows, line, field, w
 
 
 def test_catalogue_power_limits_drive_the_cli(tmp_path):
-    """The shipped Zeus profiles: `simulate` caps some GPU-hours, `--no-power-limits` none,
+    """The shipped Zeus profiles: `simulate` caps some GPU-hours, without the power_limits step
+    none,
     and `account` recomputes the capped run's costs from segments.csv."""
     from andreas.catalogue import catalogue_power_limits_path
 
@@ -228,19 +229,20 @@ def test_catalogue_power_limits_drive_the_cli(tmp_path):
         "job_id,submit_time,due_date,tardiness_weight,epochs,profile\n"
         + "".join(f"j{i},{60 * i},{60 * i + 40000},0.03,2,{name}\n" for i in range(6)))
     outs = {}
-    for flag in ("--power-limits", "--no-power-limits"):
+    for flag in ("capped", "uncapped"):
+        steps = "consolidate,wait,company,defer" + (",power_limits" if flag == "capped" else "")
         out = tmp_path / flag
         run = subprocess.run([sys.executable, "-m", "andreas", "simulate", sc_dir, "--out", out,
-                              "--max-iterations", "50", flag], capture_output=True, text=True,
-                             timeout=300)
+                              "--max-iterations", "50", "--steps", steps], capture_output=True,
+                             text=True, timeout=300)
         assert run.returncode == 0, run.stderr
         outs[flag] = [line.split(",") for line in (out / "segments.csv").read_text()
                       .splitlines()[1:]]
         check = subprocess.run([sys.executable, "-m", "andreas", "account", sc_dir, out],
                                capture_output=True, text=True, timeout=300)
         assert check.returncode == 0 and "MISMATCH" not in check.stdout, check.stdout
-    assert any(row[8] for row in outs["--power-limits"])
-    assert not any(row[8] for row in outs["--no-power-limits"])
+    assert any(row[8] for row in outs["capped"])
+    assert not any(row[8] for row in outs["uncapped"])
 
 
 def test_service_refuses_power_limit_profiles(tmp_path):

@@ -66,10 +66,6 @@ class Explode:
     name = "explode"
     armed = True
 
-    @classmethod
-    def configure(cls, params):
-        return cls()
-
     def apply(self, snapshot, decision, ctx):
         if Explode.armed and any(v.job_id != "warm-up" for v in snapshot.jobs):
             raise RuntimeError("boom in a plan step")
@@ -82,8 +78,9 @@ def test_a_failing_decision_is_shown_not_hidden(tmp_path):
     lost) until one passes again, and idle ticks in between do not hide the failure."""
     path = write_service_files(tmp_path)
     path.write_text(path.read_text().replace(
-        "policy_options: {seed: 1, hold_share: null}",
-        "policy_options: {seed: 1, hold_share: null, steps: [test_service_reasons:Explode]}\n"
+        "policy_options: {seed: 1, consolidate.share: null, wait.share: null, "
+        "company.share: null}",
+        "policy_options: {seed: 1, steps: [test_service_reasons:Explode]}\n"
         "decide_in: thread"))  # Explode.armed is switched in this process
     config = read_service_config(path)
     Explode.armed = True

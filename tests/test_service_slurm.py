@@ -184,8 +184,9 @@ def test_after_kill_9_the_service_re_adopts_its_slurm_jobs(tmp_path, slurm):
     cluster = ("energy_price: 0.2\npue: 1.0\nrestart_overhead_s: 1\ngpu_types:\n"
                "  fast: {node_power_w: [400, 700]}\n  slow: {node_power_w: [200, 380]}\n")
     live = LocalService(tmp_path / "svc", cluster, profiles,
-                        options="executor: slurm\npolicy_options: {seed: 1, hold_share: null}\n"
-                                "period_s: null\npoll_s: 0.1\n")
+                        options="executor: slurm\npolicy_options: {seed: 1, "
+                                "consolidate.share: null, wait.share: null, "
+                                "company.share: null}\nperiod_s: null\npoll_s: 0.1\n")
     with live:
         job = live.post("/jobs", json={"script": str(TRAIN), "args": ["--samples", "60000"],
                                        "epochs": 12, "deadline_s": 3600,

@@ -236,7 +236,8 @@ def test_the_service_decides_and_forecasts_with_every_policy(tmp_path, policy):
     assert policy in policy_names()
     path = write_service_files(tmp_path)
     text = path.read_text().replace("policy: andreas\n", f"policy: {policy}\n")
-    path.write_text(text.replace("{seed: 1, hold_share: null}", "{}"))
+    path.write_text(text.replace("{seed: 1, consolidate.share: null, wait.share: null, "
+                                 "company.share: null}", "{}"))
     scheduler = scheduler_with_queued_jobs(read_service_config(path), ("a", "b", "c", "d"))
     try:
         scheduler.replan(["submit"])

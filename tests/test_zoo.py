@@ -41,7 +41,7 @@ def test_a_small_zoo_runs_end_to_end(tmp_path):
                    "    jobs_per_node: 2\n    due_factor: [1.0, 2.0]\n")
     out = tmp_path / "zoo.md"
     assert zoo.main(["--families-file", str(fam), "--instances", "2", "--policies",
-                     "fifo,greedy", "--variant", "greedy-nohold=greedy:hold_share=off",
+                     "fifo,greedy", "--variant", "greedy-nohold=greedy:steps=defer,power_limits",
                      "--workers", "1", "--out", str(out)]) == 0
     runs = list(csv.DictReader(out.with_suffix(".runs.csv").open()))
     assert {r["label"] for r in runs} == {"fifo", "greedy", "greedy-nohold"} and len(runs) == 6

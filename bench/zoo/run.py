@@ -2,7 +2,7 @@
 
     python bench/zoo/run.py --out bench/zoo.md            # `make zoo`
     python bench/zoo/run.py --families bursts,tight-mixed --policies greedy,andreas \
-        --variant 'andreas-nohold=andreas:hold_share=off' --out /tmp/zoo.md
+        --variant 'andreas-nohold=andreas:steps=defer,power_limits' --out /tmp/zoo.md
 
 Each instance's regret of a policy is its total cost (energy + tardiness) divided by the
 cheapest total of the *reference* policies on that instance (a randomised policy's cost is its
@@ -29,7 +29,7 @@ from andreas.experiments.runner import RunSpec, Task, default_workers, run_all
 from andreas.experiments.stats import mean_ci
 from andreas.io import read_cluster
 from andreas.policies import POLICIES
-from andreas.policies.options import parse_assignments
+from andreas.policies.registry import parse_assignments
 from andreas.sim.generate import WorkloadShape, generate, load_template
 from andreas.sim.traces import import_trace
 

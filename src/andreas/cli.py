@@ -24,7 +24,8 @@ from .experiments.compare import BASELINES, compare, write_comparison
 from .experiments.runner import default_workers, plan_runs
 from .io import load_scenario, write_scenario
 from .policies import POLICIES, make_policy
-from .policies.options import option_specs, options_for, shared_options
+from .policies.registry import option_specs, options_for, shared_options
+from .policies.steps.pipeline import HOLD_SHARES
 from .sim.engine import simulate
 from .sim.generate import (
     ARRIVAL_PATTERNS,
@@ -109,11 +110,14 @@ def parse_policies(text: str) -> list[str]:
 
 
 # Policy options as flags: one per option of any policy, generated from the options'
-# registry (policies/options.py), so that a flag, --set and service.yaml mean the same.
-# Shorter names kept for the options most used: --hold, --resize, --consolidate.
-FLAG_ALIASES = {"hold_share": ("--hold",), "resize_max_load": ("--resize",),
-                "consolidate_margin": ("--consolidate",)}
+# registry (policies/registry.py), so that a flag, --set and service.yaml mean the same. A
+# step's option has its step's name first: wait.share is --wait-share. Shorter names kept for
+# the options most used: --resize, --consolidate; --hold sets the three holding steps' shares.
+FLAG_ALIASES = {"resize_max_load": ("--resize",), "consolidate.margin": ("--consolidate",)}
 FLAG_OFF = {"resize_max_load": "0"}  # '--resize off' = never resize
+FLAG_EXPANDS = {"hold": (HOLD_SHARES, "the share of its run time a held job keeps as slack, "
+                         "for the steps that hold jobs (" + ", ".join(HOLD_SHARES) + "); off "
+                         "turns them off")}
 
 
 def _policy_flag_specs() -> dict:
@@ -125,23 +129,33 @@ def _policy_flag_specs() -> dict:
     return specs
 
 
+def _flag_name(key: str) -> str:
+    """The Python name of an option's flag parameter (`wait.share` -> flag_wait__share)."""
+    return "flag_" + key.replace(".", "__")
+
+
 def _flag_parameters() -> list[inspect.Parameter]:
     out = []
     for key, spec in _policy_flag_specs().items():
-        dashed = "--" + key.replace("_", "-")
+        dashed = "--" + key.replace("_", "-").replace(".", "-")
         default = "off" if spec.default is None else (
             ",".join(spec.default) if isinstance(spec.default, tuple) else spec.default)
         text = f"Policy option {key}: {spec.help} (default {default})."
         if spec.kind == "bool":
-            option = typer.Option(None, f"{dashed}/--no-{key.replace('_', '-')}", help=text,
+            option = typer.Option(None, f"{dashed}/--no-{dashed[2:]}", help=text,
                                   rich_help_panel="Policy options")
             annotation: object = Optional[bool]
         else:
             option = typer.Option(None, dashed, *FLAG_ALIASES.get(key, ()), help=text,
                                   rich_help_panel="Policy options")
             annotation = Optional[str]
-        out.append(inspect.Parameter(f"flag_{key}", inspect.Parameter.KEYWORD_ONLY,
+        out.append(inspect.Parameter(_flag_name(key), inspect.Parameter.KEYWORD_ONLY,
                                      default=option, annotation=annotation))
+    for flag, (_, text) in FLAG_EXPANDS.items():
+        out.append(inspect.Parameter(
+            "expand_" + flag, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
+            default=typer.Option(None, "--" + flag, help=text + ".",
+                                 rich_help_panel="Policy options")))
     return out
 
 
@@ -152,14 +166,27 @@ def with_policy_flags(fn: Callable) -> Callable:
     own = [p.replace(annotation=hints.get(p.name, p.annotation))
            for p in inspect.signature(fn).parameters.values() if p.name != "policy_flags"]
     flags = _flag_parameters()
+    keys = {_flag_name(key): key for key in _policy_flag_specs()}
 
     @wraps(fn)
     def wrapper(*args, **kwargs):
         given = {}
+        for flag, (targets, _) in FLAG_EXPANDS.items():  # first: a flag of its own wins
+            value = kwargs.pop("expand_" + flag)
+            if value is not None:
+                spec = _policy_flag_specs()[targets[0]]
+                try:
+                    spec.convert(value)
+                except ValueError:
+                    raise typer.BadParameter(f"expected a number or off, got {value!r}",
+                                             param_hint="--" + flag) from None
+                given.update({key: value for key in targets})
         for param in flags:
+            if param.name not in keys:
+                continue
             value = kwargs.pop(param.name)
             if value is not None:
-                key = param.name[len("flag_"):]
+                key = keys[param.name]
                 given[key] = FLAG_OFF.get(key, value) if value == "off" else value
         return fn(*args, policy_flags=given, **kwargs)
 
@@ -169,7 +196,7 @@ def with_policy_flags(fn: Callable) -> Callable:
 
 
 SetOption = typer.Option(None, "--set", help="A policy option as key=value (repeatable), "
-                         "e.g. --set hold_share=off; `andreas policies NAME` lists them.")
+                         "e.g. --set wait.share=off; `andreas policies NAME` lists them.")
 OptionsFile = typer.Option(None, "--policy-options", help="A YAML file of policy options "
                            "(the same mapping as service.yaml's policy_options); --set wins.")
 Period = typer.Option(None, help="Also reschedule every PERIOD simulated seconds.")

@@ -160,7 +160,7 @@ class Job:
     epochs: float
     profile: str
     preemptible: bool = True  # False: once started, never paused or moved (policies/pinning.py)
-    start_asap: bool = False  # True: never held back to save energy (policies/pipeline.py)
+    start_asap: bool = False  # True: never held back to save energy (policies/steps/pipeline.py)
 
 
 Config = tuple[str, int]

@@ -17,7 +17,7 @@ from typing import Callable, Iterator, Sequence
 from ..errors import AndreasError
 from ..model import Scenario
 from ..policies import POLICIES, make_policy
-from ..policies.options import options_for
+from ..policies.registry import options_for
 from ..sim.engine import SimulationResult, simulate
 
 

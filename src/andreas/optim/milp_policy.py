@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import AndreasError
-from ..policies.base import Plan, Snapshot, register
+from ..policies.base import Plan, Snapshot
 from ..policies.greedy import GreedyParams, RandomizedGreedy
 from ..policies.options import OptionSpec
+from ..policies.registry import register
 from ..policies.search.placement import Placement
 from ..policies.search.planning import PlanningContext
 

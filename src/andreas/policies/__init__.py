@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 from ..errors import AndreasError
-from . import (
-    baselines,  # noqa: F401
-    greedy,  # noqa: F401
-)
-from .base import POLICIES, Assignment, JobView, Plan, Policy, Snapshot
-from .options import check_options
-from .search import local_search  # noqa: F401
+from . import baselines, greedy, improved  # noqa: F401  (registers the policies)
+from .base import Assignment, JobView, Plan, Policy, Snapshot
+from .registry import POLICIES, check_options
 
 __all__ = ["POLICIES", "Assignment", "JobView", "Plan", "Policy", "Snapshot", "make_policy",
            "policy_names"]

@@ -7,14 +7,11 @@ to the policy.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Mapping, Protocol
+from dataclasses import dataclass
+from typing import Callable, Mapping, Protocol
 
 from ..errors import PlanError
 from ..model import Cluster, Job, Profiles
-
-if TYPE_CHECKING:
-    from .options import OptionSpec
 
 
 @dataclass(frozen=True)
@@ -123,12 +120,18 @@ def revisit_at(plan: Plan) -> float | None:
     return getattr(plan, "revisit_at", None)
 
 
+def lookup(plan: Mapping[str, Assignment]) -> Callable[[str], Assignment | None]:
+    """`plan.get`, as the plain dict's own method when `plan` wraps one (a `Decision` keeps
+    its assignments in `_assignments`): a driver looks up every active job at every
+    decision."""
+    inner = getattr(plan, "_assignments", None)
+    return inner.get if isinstance(inner, dict) else plan.get
+
+
 def check_plan(snapshot: Snapshot, plan: Plan, policy_name: str) -> None:
     """Raise PlanError unless every planned job is known, on a known node, in a configuration
     its profile allows, no running non-preemptible job is paused or moved, and no node holds
     more GPUs than it has. Both drivers call this."""
-    from .decision import lookup
-
     cluster = snapshot.cluster
     index = cluster.node_positions
     used = [0] * len(cluster.nodes)
@@ -192,25 +195,3 @@ class Policy(Protocol):
 def preempts(policy: Policy) -> bool:
     """Whether `policy` may stop a running job (see `Policy`); True unless it says not."""
     return bool(getattr(policy, "preempts", True))
-
-
-@dataclass
-class PolicyInfo:
-    name: str
-    factory: Callable[..., Policy]
-    randomized: bool
-    summary: str
-    options: Mapping[str, "OptionSpec"] = field(default_factory=dict)  # besides `seed`
-
-
-POLICIES: dict[str, PolicyInfo] = {}
-
-
-def register(name: str, *, randomized: bool, summary: str,
-             options: Mapping[str, "OptionSpec"] | None = None) -> Callable:
-    """Register a policy factory under `name`; `options` are the settings it takes (see
-    `options.py`): make_policy refuses any other."""
-    def wrap(factory: Callable[..., Policy]) -> Callable[..., Policy]:
-        POLICIES[name] = PolicyInfo(name, factory, randomized, summary, dict(options or {}))
-        return factory
-    return wrap

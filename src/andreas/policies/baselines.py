@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from .base import Assignment, Plan, Snapshot, register
+from .base import Assignment, Plan, Snapshot
+from .registry import register
 from .search.orderings import ORDERINGS, Ordering
 from .search.passes import greedy_pass
 from .search.planning import PlanningContext

@@ -9,10 +9,10 @@ operator can be told why a job does not run.
 
 from __future__ import annotations
 
-from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, ValuesView
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import dataclass
 
-from .base import Assignment
+from .base import Assignment, lookup  # noqa: F401  (lookup: the drivers import it here)
 
 REASON_KINDS = {
     "held_for_company": "held for company until {until}",
@@ -52,12 +52,6 @@ class Reason:
         """The reason without its time (which a driver shows on its own clock)."""
         return REASON_KINDS[self.kind].split(" until {until}")[0].format(
             node=self.node, job=self.job, detail=self.detail)
-
-
-def lookup(plan: Mapping[str, Assignment]) -> Callable[[str], Assignment | None]:
-    """`plan.get`, as the plain dict's own method when `plan` is a Decision (a driver looks
-    up every active job at every decision)."""
-    return plan._assignments.get if isinstance(plan, Decision) else plan.get
 
 
 class Decision(Mapping[str, Assignment]):

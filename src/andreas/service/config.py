@@ -40,7 +40,7 @@ from ..errors import AndreasError, ScenarioError
 from ..io import CLUSTER_KEYS, Fields, load_located_yaml, read_cluster, read_profiles
 from ..model import Cluster, Profiles
 from ..policies import POLICIES
-from ..policies.options import check_options, option_specs
+from ..policies.registry import check_options, option_specs
 from .decider import WORKER_NICENESS
 from .quotas import Limits, Quotas
 

@@ -30,7 +30,8 @@ from ..model import Job, Profiles
 from ..policies import Policy, make_policy, pinning
 from ..policies.base import JobView, Snapshot
 from ..policies.decision import Decision
-from ..policies.options import options_for
+from ..policies.registry import options_for
+from ..policies.steps.pipeline import holds_off
 from ..sim.forecast import ForeseenDecision, JobForecast, forecast
 from .quotas import ServiceLimits, limited
 
@@ -49,10 +50,10 @@ def forecast_policy(name: str, options: Mapping[str, Any], jobs: int) -> Policy:
     completion, so its cost grows with the square of the queue (bench/service_bench.py
     measures it). Up to 10 jobs, all passes: fewer made the forecasts of the validation
     workload less accurate (docs/validation.md). The forecast assumes no further arrivals, so
-    its decisions hold no job back (hold_share off). Options the policy does not take (fifo
-    has neither) are left out."""
+    its decisions hold no job back (the holding steps off). Options the policy does not take
+    (fifo has none of these) are left out."""
     chosen = dict(options)
-    chosen["hold_share"] = None
+    chosen.update(holds_off(chosen.get("steps")))
     cap = int(chosen.get("max_iterations", 1000))
     chosen["max_iterations"] = max(1, min(cap, FORECAST_BUDGET // max(1, jobs)))
     return make_policy(name, **options_for(name, chosen))

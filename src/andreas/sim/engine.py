@@ -27,11 +27,12 @@ from ..policies.base import (
     Policy,
     Snapshot,
     check_plan,
+    lookup,
     preempts,
     revisit_at,
     stops_job,
 )
-from ..policies.decision import Decision, lookup
+from ..policies.decision import Decision
 from .collector import paced_for_simulation
 from .events import EPS, Arrival, Completion, EventQueue, Timer
 from .segment_log import SegmentLog

@@ -27,21 +27,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
-from ..arrivals import ArrivalLog
-from ..base import Plan, Snapshot, register
 from ..budget import NO_DEADLINE, Deadline
-from ..greedy import (
-    GREEDY_OPTIONS,
-    GreedyParams,
-    RandomizedGreedy,
-    leaves_late,
-    refine,
-    spends_needed_slack,
-)
 from .placement import Placement
 from .planning import PlanningContext
 from .resizing import Move, climb, resized
@@ -163,72 +153,3 @@ class LocalSearch:
             if c < best_cost - 1e-12 and self.admissible(plan):
                 best, best_cost = plan, c
         return best, best_cost
-
-
-@dataclass
-class ImprovedGreedy:
-    """The Randomized Greedy followed by local search (and path relinking)."""
-
-    name: str
-    params: GreedyParams
-    relinking: bool = False
-    starts: int = 3  # elite plans the local search starts from
-    max_evaluations: int = 3000
-    arrivals: ArrivalLog = field(default_factory=ArrivalLog)  # for hold_for_company's load
-
-    def best(self, ctx: PlanningContext, resizing: bool = True,
-             deadline: Deadline = NO_DEADLINE) -> tuple[Placement, float]:
-        greedy = RandomizedGreedy(self.name, self.params)
-        found = greedy.search(ctx, deadline=deadline)
-        elite = found.elite
-        plans = [(e.placement, e.score) for e in elite]
-        guard = self.params.slack_guard
-        if guard is None:
-            admissible: Callable[[Placement], bool] = lambda placed: True
-        else:  # as `andreas`: only plans that take from no job what the deterministic pass
-            first, first_cost = found.first.placement, found.first.score  # gives it
-            admissible = lambda placed: not spends_needed_slack(ctx, first, placed, guard)
-            plans = sorted([(first, first_cost)] + [(p, c) for p, c in plans
-                                                    if p != first and admissible(p)],
-                           key=lambda pc: pc[1])
-        search = LocalSearch(ctx, self.params.score, self.max_evaluations, admissible, resizing,
-                             deadline)
-        best, best_cost = plans[0]
-        if self.relinking:
-            for i, (a, _) in enumerate(plans):
-                for b, _ in plans[i + 1:]:
-                    for start, guide in ((a, b), (b, a)):
-                        plan, cost = search.relink(start, guide)
-                        if cost < best_cost - 1e-12:
-                            best, best_cost = plan, cost
-            candidates = [(best, best_cost)] + plans[: self.starts - 1]
-        else:
-            candidates = plans[: self.starts]
-        for plan, cost in candidates:
-            plan, cost = search.improve(plan, cost)
-            if cost < best_cost - 1e-12:
-                best, best_cost = plan, cost
-        return best, best_cost
-
-    def decide(self, snapshot: Snapshot) -> Plan:
-        self.arrivals.observe(snapshot)
-        if not snapshot.jobs:
-            return {}
-        deadline = Deadline.after_ms(self.params.decision_budget_ms)
-        ctx = PlanningContext(snapshot, self.params.plan_restart_s)
-        resizing = self.arrivals.offered_load(snapshot) < self.params.resize_max_load
-        placed = self.best(ctx, resizing, deadline)[0]
-        return refine(snapshot, placed.to_plan(ctx), self.params, self.arrivals, deadline,
-                      late=leaves_late(ctx, placed))
-
-
-@register("andreas-ls", randomized=True, options=GREEDY_OPTIONS,
-          summary="andreas, then local search (swap moves) on its best plans")
-def andreas_ls(**params: Any) -> ImprovedGreedy:
-    return ImprovedGreedy("andreas-ls", GreedyParams(**params))
-
-
-@register("andreas-pr", randomized=True, options=GREEDY_OPTIONS,
-          summary="andreas, then path relinking between its elite plans and local search")
-def andreas_pr(**params: Any) -> ImprovedGreedy:
-    return ImprovedGreedy("andreas-pr", GreedyParams(**params), relinking=True)

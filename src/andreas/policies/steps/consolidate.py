@@ -30,15 +30,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from ...model import GpuType, Node
 from ..base import Assignment, JobView, Plan, Snapshot
 from ..decision import Decision, Reason
-from .pipeline import StepContext, register_step
-
-if TYPE_CHECKING:
-    from ..greedy import GreedyParams
+from ..options import at_least, option
+from .company import DEFAULT_MAX_LOAD, DEFAULT_SHARE
+from .registry import StepContext, register_step
 
 EPS = 1e-9
 ARRIVAL_MARGIN = 0.02  # share of the arriving work (offered load) that stretches each end
@@ -283,14 +282,33 @@ class Consolidate:
     max_load: float = math.inf
     name: ClassVar[str] = "consolidate"
 
+    @dataclass(frozen=True)
+    class Options:
+        share: float | None = option(
+            DEFAULT_SHARE, "slack a job that ends later than planned keeps, as a share of its "
+            "run time; off: the step is off")
+        margin: float | None = option(
+            ARRIVAL_MARGIN, "run the queue on fewer powered nodes when a timeline of the known "
+            "jobs keeps each in time, ends stretched by this share of the offered load x the "
+            "time from now; off: the step is off")
+        max_load: float = option(
+            DEFAULT_MAX_LOAD, "consolidate only while the offered load is below this: nearer "
+            "full load the smaller, longer runs it chooses leave arrivals slow nodes "
+            "(bench/zoo.md)")
+
+        def __post_init__(self) -> None:
+            at_least("consolidate.share", self.share, 0.0, off=True)
+            at_least("consolidate.margin", self.margin, 0.0, off=True)
+            at_least("consolidate.max_load", self.max_load, 0.0)
+
     @classmethod
-    def configure(cls, params: "GreedyParams") -> "Consolidate | None":
-        if params.hold_share is None or params.consolidate_margin is None or params.pass_budget:
+    def configure(cls, options: Options) -> "Consolidate | None":
+        if options.share is None or options.margin is None:
             return None
-        return cls(params.hold_share, params.consolidate_margin, params.consolidate_max_load)
+        return cls(options.share, options.margin, options.max_load)
 
     def apply(self, snapshot: Snapshot, decision: Decision, ctx: StepContext) -> Decision:
-        if snapshot.cluster.tariff is not None or not ctx.load < self.max_load:
+        if ctx.budgeted or snapshot.cluster.tariff is not None or not ctx.load < self.max_load:
             return decision
         plan, awaited = consolidate(snapshot, decision, share=self.share, load=ctx.load,
                                     margin=self.margin)

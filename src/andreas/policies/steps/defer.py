@@ -12,14 +12,11 @@ cheap hours come. Running jobs are not paused for prices (a restart has a cost o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from ..base import Plan, Snapshot
 from ..decision import Decision, Reason
-from .pipeline import StepContext, register_step
-
-if TYPE_CHECKING:
-    from ..greedy import GreedyParams
+from .registry import StepContext, register_step
 
 DEFAULT_MARGIN = 0.10  # defer only for savings above 10 % of the job's energy cost now
 DEFAULT_SLACK = 0.25  # keep a quarter of the run time as a buffer before the latest start
@@ -63,10 +60,6 @@ class DeferForCheaperHours:
     """Step: with a time-varying price, a job with slack waits for cheaper hours."""
 
     name: ClassVar[str] = "defer"
-
-    @classmethod
-    def configure(cls, params: "GreedyParams") -> "DeferForCheaperHours | None":
-        return cls() if params.defer else None
 
     def apply(self, snapshot: Snapshot, decision: Decision, ctx: StepContext) -> Decision:
         if snapshot.cluster.tariff is None:

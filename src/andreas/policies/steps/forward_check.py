@@ -14,12 +14,13 @@ greedy pass with no step that spends slack. The step's decision is kept when its
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Callable
 
 import numpy as np
 
 from ...model import Job, Profiles
 from ..arrivals import ArrivalLog
-from ..base import Plan, Snapshot
+from ..base import Plan, Policy, Snapshot
 from ..budget import NO_DEADLINE, Deadline, OutOfTime
 
 SAMPLES = 1  # sampled futures per check (bench/zoo.md: 2 cost twice the time for the same costs)
@@ -60,40 +61,39 @@ def with_profiles_of(snapshot: Snapshot, history: ArrivalLog,
 
 
 def future_cost(snapshot: Snapshot, plan: Plan, futures: list[tuple[Job, ...]],
-                deadline: Deadline = NO_DEADLINE) -> float:
-    """Mean cost of every job from now on, `plan` applied now, over the sampled futures (whose
-    profiles `snapshot` holds: `with_profiles_of`). Raises OutOfTime once `deadline` passes."""
+                follower: Callable[[], Policy], deadline: Deadline = NO_DEADLINE) -> float:
+    """Mean cost of every job from now on, `plan` applied now and later decisions made by a
+    fresh `follower()` policy, over the sampled futures (whose profiles `snapshot` holds:
+    `with_profiles_of`). Raises OutOfTime once `deadline` passes."""
     from ...sim.forecast import forecast
-    from ..greedy import GreedyParams, RandomizedGreedy
 
     total = 0.0
     for arrivals in futures:
-        follower = RandomizedGreedy("forward", GreedyParams(
-            max_iterations=1, slack_guard=None, hold_share=None, resize_max_load=0.0,
-            consolidate_margin=None, power_limits=False, defer=False))
-        costs = forecast(snapshot, plan, follower, arrivals=arrivals,
+        costs = forecast(snapshot, plan, follower(), arrivals=arrivals,
                          on_event=None if deadline.at is None else deadline.check)
         total += sum(c.total_cost for c in costs.values())
     return total / max(1, len(futures))
 
 
 def keeps_cost(snapshot: Snapshot, before: Plan, after: Plan, history: ArrivalLog,
-               seed: int = 1, deadline: Deadline = NO_DEADLINE) -> bool:
-    """Whether `after` (a step's decision) costs no more than `before` played forward. If the
-    decision's `deadline` passes first, no: a bet not checked is not taken."""
+               follower: Callable[[], Policy], seed: int = 1,
+               deadline: Deadline = NO_DEADLINE) -> bool:
+    """Whether `after` (a step's decision) costs no more than `before` played forward, later
+    decisions made by `follower()` (the policy's plain greedy pass, with no step that spends
+    slack). If the decision's `deadline` passes first, no: a bet not checked is not taken."""
     if dict(after) == dict(before):
         return True
     try:
-        return _keeps_cost(snapshot, before, after, history, seed, deadline)
+        return _keeps_cost(snapshot, before, after, history, follower, seed, deadline)
     except OutOfTime:
         return False
 
 
-def _keeps_cost(snapshot: Snapshot, before: Plan, after: Plan, history: ArrivalLog, seed: int,
-                deadline: Deadline) -> bool:
+def _keeps_cost(snapshot: Snapshot, before: Plan, after: Plan, history: ArrivalLog,
+                follower: Callable[[], Policy], seed: int, deadline: Deadline) -> bool:
     horizon = max((v.job.due_date for v in snapshot.jobs), default=snapshot.time) - snapshot.time
     rng = np.random.default_rng([seed, int(round(snapshot.time * 1000.0)) % (2 ** 63)])
     futures = [sample_arrivals(snapshot, history, horizon, rng) for _ in range(SAMPLES)]
     snapshot = with_profiles_of(snapshot, history, futures)
-    return (future_cost(snapshot, after, futures, deadline)
-            <= future_cost(snapshot, before, futures, deadline) + 1e-9)
+    return (future_cost(snapshot, after, futures, follower, deadline)
+            <= future_cost(snapshot, before, futures, follower, deadline) + 1e-9)

@@ -7,8 +7,8 @@ search) followed by steps. A step is a small object with a `name` and
 runs no step; `andreas` runs `DEFAULT_STEPS`; `--set steps=a,b` chooses others, and a step
 written elsewhere is named by its import path (`my_module:MyStep`, see docs/plan-steps.md).
 
-Each step is built from the policy's options by its `configure(params)` class method, which
-returns None when the options turn it off. Steps that spend slack on a bet about the future
+Each step owns its options (`wait.share`, `company.max_load`; registry.py) and is built from
+them, or stays off when they say so. Steps that spend slack on a bet about the future
 (option `checked_steps`; by default the holds, `wait` and `company`) are checked as a group
 of consecutive steps: the decision they make is kept only if, played forward with sampled
 arrivals, it costs no more than the decision before them (`forward_check.py`); they are
@@ -17,74 +17,77 @@ skipped when the plan already leaves a job late (option `hold_when_late`).
 
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from operator import attrgetter
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import Any, Mapping
 
 from ...errors import AndreasError
 from ..base import Snapshot
 from ..budget import NO_DEADLINE, Deadline
 from ..decision import Decision, Reason
-
-if TYPE_CHECKING:
-    from ..arrivals import ArrivalLog
-    from ..greedy import GreedyParams
+from ..options import option
+from . import forward_check
+from .registry import PlanStep, StepContext, build_steps, resolve
 
 DEFAULT_STEPS = ("consolidate", "wait", "company", "defer", "power_limits")
+# the options of the steps that leave jobs waiting on a bet about arrivals (off: the step is
+# off); the CLI's --hold sets them all, a forecast turns them off
+HOLD_SHARES = ("consolidate.share", "wait.share", "company.share")
+
+
+def holds_off(steps: Any) -> dict[str, None]:
+    """The options that turn off the holding steps among `steps` (a list, or a string as
+    written on a command line; None: the default steps)."""
+    if steps is None:
+        names: tuple[str, ...] = DEFAULT_STEPS
+    elif isinstance(steps, str):
+        names = tuple(s.strip() for s in steps.split(",") if s.strip())
+    else:
+        names = tuple(steps)
+    return {key: None for key in HOLD_SHARES if key.partition(".")[0] in names}
 _JOB_ID = attrgetter("job.job_id")
 
 
-@dataclass
-class StepContext:
-    """What the steps of one decision share: the policy's options, the arrivals it has seen,
-    the offered load (computed once), and the nodes that jobs wait to join."""
+@dataclass(frozen=True)
+class PipelineOptions:
+    """Which steps run, in which order, and how the steps that bet on the future are checked."""
 
-    params: "GreedyParams"
-    arrivals: "ArrivalLog"
-    load: float
-    awaited: set[str] = field(default_factory=set)
+    steps: tuple[str, ...] = option(
+        DEFAULT_STEPS, "the plan steps applied to the chosen plan, in order (steps/): "
+        "consolidate, wait, company, defer, power_limits, or module:Class")
+    checked_steps: tuple[str, ...] = option(
+        ("wait", "company"), "steps whose decisions the forward check judges, as a group: "
+        "kept only if no dearer played forward than the decision before them")
+    forward_check: bool = option(
+        True, "keep the holds of a decision only if, played forward with sampled arrivals, "
+        "they cost no more than running the held jobs now (forward_check.py); with a "
+        "pass_budget no check runs and the checked steps are skipped")
+    hold_when_late: bool = option(
+        False, "run the checked steps (the holds) also when the chosen plan leaves a job late "
+        "(a waiting one: even on its fastest configuration); off by default: a decision that "
+        "already pays tardiness spends no slack on a bet (bench/zoo-seeds.md)")
 
-
-class PlanStep(Protocol):
-    name: str
-
-    def apply(self, snapshot: Snapshot, decision: Decision, ctx: StepContext) -> Decision: ...
-
-
-StepFactory = Callable[["GreedyParams"], "PlanStep | None"]
-STEPS: dict[str, StepFactory] = {}
-
-
-def register_step(name: str) -> Callable:
-    """Class decorator: make a step class (with `configure(params)`) available by `name`."""
-    def wrap(cls):
-        STEPS[name] = cls.configure
-        return cls
-    return wrap
+    def __post_init__(self) -> None:
+        for step in self.steps:
+            resolve(step)  # an unknown step is an error now, not at the first decision
 
 
-def resolve(name: str) -> StepFactory:
-    """A registered step, or `module:Class` imported (a step written outside this package)."""
-    if name in STEPS:
-        return STEPS[name]
-    if ":" in name:
-        module, _, attr = name.partition(":")
-        try:
-            cls = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
-            raise AndreasError(f"steps: cannot load {name!r}: {exc}") from None
-        if not hasattr(cls, "configure"):
-            raise AndreasError(f"steps: {name!r} has no configure(params) class method")
-        return cls.configure
-    raise AndreasError(f"steps: unknown step {name!r}; expected one of {', '.join(STEPS)} "
-                       "or module:Class")
+@dataclass(frozen=True)
+class Pipeline:
+    """The steps of a policy, built from its options: `options` holds the pipeline's own and
+    every step's (`<step>.<field>`)."""
 
+    options: PipelineOptions
+    steps: tuple[PlanStep, ...]
 
-def build_steps(params: "GreedyParams") -> list[PlanStep]:
-    """The steps `params.steps` names, as configured by the options (turned-off ones left out)."""
-    steps = (resolve(name)(params) for name in params.steps)
-    return [s for s in steps if s is not None]
+    @classmethod
+    def of(cls, options: PipelineOptions, step_options: Mapping[str, Any]) -> "Pipeline":
+        return cls(options, tuple(build_steps(options.steps, step_options)))
+
+    @classmethod
+    def none(cls) -> "Pipeline":
+        """No step: the search's plan as it is (`andreas-paper`)."""
+        return cls(PipelineOptions(steps=()), ())
 
 
 def kept_asap(asap: list[str], before: Decision, after: Decision) -> Decision:
@@ -98,19 +101,15 @@ def kept_asap(asap: list[str], before: Decision, after: Decision) -> Decision:
     return after
 
 
-def run_pipeline(snapshot: Snapshot, plan, params: "GreedyParams",
-                 arrivals: "ArrivalLog", deadline: Deadline = NO_DEADLINE,
-                 late: bool = False) -> Decision:
-    """`plan` through the policy's steps; every job left waiting gets a reason. Past the
+def run_pipeline(snapshot: Snapshot, plan, pipeline: Pipeline, ctx: StepContext,
+                 deadline: Deadline = NO_DEADLINE, late: bool = False) -> Decision:
+    """`plan` through the pipeline's steps; every job left waiting gets a reason. Past the
     decision's `deadline` the remaining steps are skipped (a checked group begun is undone):
     each spends slack on a bet, and an unchecked bet is the risk to avoid (budget.py). `late`:
     the plan already leaves a job late (the checked steps are then skipped, see below)."""
-    from .forward_check import keeps_cost
-
     decision = Decision.of(plan)
     asap = [v.job_id for v in snapshot.jobs if v.job.start_asap]
-    steps = build_steps(params)
-    ctx = StepContext(params, arrivals, arrivals.offered_load(snapshot))
+    steps, opts = pipeline.steps, pipeline.options
     before: Decision | None = None  # the decision as it was before the checked group
     # With a pass budget (trace replays) no check runs: it replays the whole known queue, whose
     # length is what the budget bounds. The steps it would judge are then skipped, not run
@@ -118,8 +117,8 @@ def run_pipeline(snapshot: Snapshot, plan, params: "GreedyParams",
     # Nor when the chosen plan already leaves a job late (`late`, unless `hold_when_late`):
     # the holds spend slack, and a cluster that pays tardiness has none to spend; the check's
     # one sampled future misjudged such bets on overloaded instances (bench/zoo-seeds.md).
-    run_checked = not params.pass_budget and (params.hold_when_late or not late)
-    checked = [params.forward_check and s.name in params.checked_steps for s in steps]
+    run_checked = not ctx.budgeted and (opts.hold_when_late or not late)
+    checked = [opts.forward_check and s.name in opts.checked_steps for s in steps]
     for i, step in enumerate(steps):
         if deadline.passed():
             decision = decision if before is None else before
@@ -131,8 +130,10 @@ def run_pipeline(snapshot: Snapshot, plan, params: "GreedyParams",
         decision = kept_asap(asap, decision, step.apply(snapshot, decision, ctx))
         if checked[i] and (i + 1 == len(steps) or not checked[i + 1]):
             assert before is not None
-            if decision != before and not keeps_cost(snapshot, before, decision, arrivals,
-                                                     params.seed, deadline):
+            if ctx.follower is None:
+                raise AndreasError("a checked step needs the policy's follower (StepContext)")
+            if decision != before and not forward_check.keeps_cost(
+                    snapshot, before, decision, ctx.arrivals, ctx.follower, ctx.seed, deadline):
                 decision = before  # the bet loses played forward: run the jobs now
             before = None
     if len(decision) == len(snapshot.jobs):  # every job placed: none needs a reason

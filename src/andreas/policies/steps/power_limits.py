@@ -20,14 +20,11 @@ The rule, per planned job whose profile lists power limits for its configuration
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from ..base import Plan, Snapshot
 from ..decision import Decision
-from .pipeline import StepContext, register_step
-
-if TYPE_CHECKING:
-    from ..greedy import GreedyParams
+from .registry import StepContext, register_step
 
 DEFAULT_SLACK = 0.10  # keep a tenth of the capped run time as a buffer before the due date
 
@@ -82,10 +79,6 @@ class PowerLimits:
     """Step: cap the GPUs of jobs with slack when their profiles give power limits."""
 
     name: ClassVar[str] = "power_limits"
-
-    @classmethod
-    def configure(cls, params: "GreedyParams") -> "PowerLimits | None":
-        return cls() if params.power_limits else None
 
     def apply(self, snapshot: Snapshot, decision: Decision, ctx: StepContext) -> Decision:
         if not snapshot.profiles.levels:  # no profile gives limits: nothing to choose

@@ -1,0 +1,35 @@
+"""The documentation's own links: every relative link in README.md and docs/*.md names a file
+or folder of the repository (a page moved or renamed leaves none dangling)."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def relative_links(page: Path) -> list[str]:
+    return [t for t in LINK.findall(page.read_text(encoding="utf-8"))
+            if not t.startswith(("http://", "https://", "mailto:", "#"))]
+
+
+def test_relative_links_finds_links_and_skips_urls():
+    text = "see [a](docs/a.md#x) and [b](https://x.org) and [c](#top)"
+    assert [t for t in LINK.findall(text) if not t.startswith(("https://", "#"))] == \
+        ["docs/a.md#x"]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_relative_link_resolves(page):
+    missing = [t for t in relative_links(page)
+               if not (page.parent / t.split("#")[0]).exists()]
+    assert missing == []
+
+
+def test_the_docs_index_lists_every_page():
+    index = (ROOT / "docs" / "README.md").read_text(encoding="utf-8")
+    unlisted = [p.name for p in PAGES[1:] if p.name != "README.md" and f"({p.name})" not in index]
+    assert unlisted == []

@@ -33,3 +33,32 @@ def test_the_docs_index_lists_every_page():
     index = (ROOT / "docs" / "README.md").read_text(encoding="utf-8")
     unlisted = [p.name for p in PAGES[1:] if p.name != "README.md" and f"({p.name})" not in index]
     assert unlisted == []
+
+
+def readme_block(heading: str, language: str) -> str:
+    """The first ```language block after `heading` in README.md."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    after = text[text.index(heading):]
+    start = after.index(f"```{language}\n") + len(language) + 4
+    return after[start:after.index("```", start)]
+
+
+def test_the_readmes_simulator_example_runs_as_written(tmp_path):
+    """The README's 30-second simulator example, its commands run as written (after the
+    virtual environment's activation) and its Python snippet after them."""
+    import subprocess
+    import sys
+
+    commands = [line.split("#")[0].split() for line in
+                readme_block("## Simulate in 30 seconds", "bash").splitlines()
+                if line.startswith("andreas ")]
+    assert [c[1] for c in commands] == ["generate", "simulate", "account", "compare"]
+    for argv in commands:
+        run = subprocess.run([sys.executable, "-m", "andreas", *argv[1:]], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, (argv, run.stderr)
+    assert (tmp_path / "run1" / "segments.csv").exists() and (tmp_path / "cmp").exists()
+    run = subprocess.run([sys.executable, "-c", readme_block("## Simulate in 30 seconds",
+                                                             "python")],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0 and float(run.stdout) > 0, run.stderr

@@ -11,6 +11,7 @@ import time
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
+from ..cost import tardiness_cost
 from ..model import Cluster, Job, Node
 from .energy import modelled_costs, run_segments
 from .states import JobState
@@ -53,7 +54,7 @@ class Accounting:
                 nvml[r.job_id] = nvml.get(r.job_id, 0.0) + r.energy_j
         out = {}
         for j in jobs:
-            tardiness = (j.weight * max(0.0, j.completed_at - j.due_date)
+            tardiness = (tardiness_cost(j.weight, j.completed_at, j.due_date)
                          if j.state == JobState.COMPLETED and j.completed_at else 0.0)
             energy = costs.job_energy_cost.get(j.id, 0.0)
             out[j.id] = {"energy_cost": energy, "tardiness_cost": tardiness,

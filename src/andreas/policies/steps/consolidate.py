@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ...cost import tardiness_cost
 from ...model import GpuType, Node
 from ..base import Assignment, JobView, Plan, Snapshot
 from ..decision import Decision, Reason
@@ -147,7 +148,7 @@ def timeline(snapshot: Snapshot, tasks: list[_Task], nodes: list[Node], stretch:
                 margin = stretch * (end - now) if end > task.planned_end + EPS else 0.0
                 if end + margin > task.deadline + EPS:
                     return None
-                tardiness += task.weight * max(0.0, end - task.due)
+                tardiness += tardiness_cost(task.weight, end, task.due)
             else:
                 task.epochs -= max(0.0, dt - pay) / spe
             task.node, task.gpus, task.restart_left, task.started = \
@@ -213,7 +214,7 @@ def consolidate(snapshot: Snapshot, plan: Plan, *, share: float, load: float,
             end = now + snapshot.run_s(view, by_name[a.node].gpu_type, a)
             plan_end[view.job_id] = end
             runs[a.node].append((end - now, a.gpus))
-            tardiness += view.job.tardiness_weight * max(0.0, end - view.job.due_date)
+            tardiness += tardiness_cost(view.job.tardiness_weight, end, view.job.due_date)
     joules = {n: node_energy(types[by_name[n].gpu_type], runs[n]) for n in used}
     best_cost = sum(joules.values()) * cluster.eur_per_joule() + tardiness
     density = {n: joules[n] / max(EPS, sum(e * g for e, g in runs[n])) for n in used}

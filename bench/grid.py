@@ -10,7 +10,7 @@ cell ratios (the number the docs report as "after ÷ before").
     python bench/grid.py --policies greedy,andreas --seeds 1-5 --out after.json \\
         --against before.json
     python bench/grid.py --policies andreas --seeds 1-5 --out off.json \\
-        --params '{"consolidate_margin": null}' --against after.json
+        --params '{"consolidate.margin": null}' --against after.json
 """
 
 from __future__ import annotations

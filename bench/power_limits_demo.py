@@ -4,7 +4,7 @@ Builds seeded workloads from the catalogue's Zeus profiles (one GPU, P100 or V10
 limit from 100 to 250 W measured) on 2 V100 + 2 P100 nodes of 8 GPUs (catalogue power: a busy
 node also powers its host), with Gavel's due dates (submit + m x fastest run time, m drawn from
 {1.2, 2, 10}) and weights (U(0.0254, 0.0444) EUR/s, x5 for 20 % of the jobs). Compares fifo,
-edf, andreas at the default limit (--no-power-limits) and andreas with power limits, and
+edf, andreas at the default limit (the steps without power_limits) and andreas with power limits, and
 writes docs/power-limits.md.
 
     python bench/power_limits_demo.py [--instances 3] [--jobs 60]

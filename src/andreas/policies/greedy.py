@@ -47,7 +47,7 @@ from .search.scoring import score
 from .steps import company, consolidate, defer, power_limits, wait  # noqa: F401  (register)
 from .steps.company import DEFAULT_MAX_LOAD
 from .steps.forward_check import keeps_cost
-from .steps.pipeline import Pipeline, PipelineOptions, run_pipeline
+from .steps.pipeline import Pipeline, PipelineOptions, named_steps, run_pipeline
 from .steps.registry import STEPS, StepContext, resolve, step_option_specs
 
 
@@ -133,11 +133,9 @@ def greedy_option_specs(leave_out: tuple[str, ...] = ()) -> dict[str, OptionSpec
 def more_options(options: Mapping[str, Any]) -> dict[str, OptionSpec]:
     """The options of the steps `options["steps"]` names by import path (`module:Class`):
     taken under the step's `name`, as a registered step's are."""
-    named = options.get("steps")
-    if named is None:
+    if options.get("steps") is None:
         return {}
-    names = dataclass_options(PipelineOptions)["steps"].convert(named)
-    return step_option_specs(n for n in names if n not in STEPS)
+    return step_option_specs(n for n in named_steps(options["steps"]) if n not in STEPS)
 
 
 @dataclass(frozen=True)

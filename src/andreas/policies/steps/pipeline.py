@@ -25,7 +25,7 @@ from ...errors import AndreasError
 from ..base import Snapshot
 from ..budget import NO_DEADLINE, Deadline
 from ..decision import Decision, Reason
-from ..options import option
+from ..options import dataclass_options, option
 from . import forward_check
 from .registry import PlanStep, StepContext, build_steps, resolve
 
@@ -35,16 +35,6 @@ DEFAULT_STEPS = ("consolidate", "wait", "company", "defer", "power_limits")
 HOLD_SHARES = ("consolidate.share", "wait.share", "company.share")
 
 
-def holds_off(steps: Any) -> dict[str, None]:
-    """The options that turn off the holding steps among `steps` (a list, or a string as
-    written on a command line; None: the default steps)."""
-    if steps is None:
-        names: tuple[str, ...] = DEFAULT_STEPS
-    elif isinstance(steps, str):
-        names = tuple(s.strip() for s in steps.split(",") if s.strip())
-    else:
-        names = tuple(steps)
-    return {key: None for key in HOLD_SHARES if key.partition(".")[0] in names}
 _JOB_ID = attrgetter("job.job_id")
 
 
@@ -72,10 +62,25 @@ class PipelineOptions:
             resolve(step)  # an unknown step is an error now, not at the first decision
 
 
+def named_steps(steps: Any) -> tuple[str, ...]:
+    """The `steps` option as given (a list, or "a,b" as written on a command line; None: the
+    default), as step names."""
+    if steps is None:
+        return DEFAULT_STEPS
+    return dataclass_options(PipelineOptions)["steps"].convert(steps)
+
+
+def holds_off(steps: Any) -> dict[str, None]:
+    """The options that turn off the holding steps among `steps` (as `named_steps` takes
+    it)."""
+    names = named_steps(steps)
+    return {key: None for key in HOLD_SHARES if key.partition(".")[0] in names}
+
+
 @dataclass(frozen=True)
 class Pipeline:
-    """The steps of a policy, built from its options: `options` holds the pipeline's own and
-    every step's (`<step>.<field>`)."""
+    """The steps of a policy, built: the pipeline's options, and each step as its own
+    options (`<step>.<field>`) configured it."""
 
     options: PipelineOptions
     steps: tuple[PlanStep, ...]
@@ -83,11 +88,6 @@ class Pipeline:
     @classmethod
     def of(cls, options: PipelineOptions, step_options: Mapping[str, Any]) -> "Pipeline":
         return cls(options, tuple(build_steps(options.steps, step_options)))
-
-    @classmethod
-    def none(cls) -> "Pipeline":
-        """No step: the search's plan as it is (`andreas-paper`)."""
-        return cls(PipelineOptions(steps=()), ())
 
 
 def kept_asap(asap: list[str], before: Decision, after: Decision) -> Decision:

@@ -73,9 +73,10 @@ class StepKind:
         if self.options is None:
             return self.build(None)
         try:
-            return self.build(self.options(**own))
+            options = self.options(**own)
         except TypeError as exc:  # a field the step's Options lacks
             raise AndreasError(f"{self.name}: {exc}") from None
+        return self.build(options)
 
 
 STEPS: dict[str, StepKind] = {}

@@ -7,6 +7,7 @@
 # make zoo   - the benchmark zoo: every policy on 14 scenario families (generated and real
 #              traces; needs ../shared/data); writes bench/zoo.md, bench/zoo.png, bench/zoo.runs.csv
 # make zoo-holdout - the hold-out families (bench/zoo/holdout.yaml, never tuned on): bench/zoo-holdout.md
+# make zoo-holdout2 - the second hold-out (bench/zoo/holdout2.yaml, written after issue 42's defaults): bench/zoo-holdout2.md
 # make lint  - ruff on src, tests, bench and examples, mypy on src (make test runs it first)
 # make install-browser - Debian's chromium for the dashboard's browser tests (make test runs it)
 # make install-slurm - Debian's Slurm and munge for the slurm executor's tests (make test runs it)
@@ -28,7 +29,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint zoo zoo-holdout bench bench-budget bench-decisions bench-scale bench-service chaos install install-browser install-slurm install-acl screenshots clean
+.PHONY: demo test test-fast lint zoo zoo-holdout zoo-holdout2 bench bench-budget bench-decisions bench-scale bench-service chaos install install-browser install-slurm install-acl screenshots clean
 
 $(STAMP): pyproject.toml requirements.lock
 	@echo "== setting up $(VENV): ANDREAS, its service and test dependencies (a few minutes, once)"
@@ -85,6 +86,10 @@ zoo: $(STAMP)
 
 zoo-holdout: $(STAMP)
 	$(BIN)/python bench/zoo/run.py --families-file bench/zoo/holdout.yaml --out bench/zoo-holdout.md
+
+zoo-holdout2: $(STAMP)
+	$(BIN)/python bench/zoo/run.py --families-file bench/zoo/holdout2.yaml --seeds 1,2,3 \
+		--out bench/zoo-holdout2.md
 
 bench: $(STAMP)
 	$(BIN)/python bench/simulate_bench.py --out bench/results.md

@@ -14,8 +14,9 @@ zoo = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(zoo)
 
 
-def test_every_family_builds():
-    families = yaml.safe_load((ROOT / "bench/zoo/families.yaml").read_text())["families"]
+@pytest.mark.parametrize("recipes", ["families.yaml", "holdout.yaml", "holdout2.yaml"])
+def test_every_family_builds(recipes):
+    families = yaml.safe_load((ROOT / "bench/zoo" / recipes).read_text())["families"]
     assert len(families) >= 8
     for name, recipe in families.items():
         if "trace" in recipe and not (ROOT / recipe["file"]).exists():

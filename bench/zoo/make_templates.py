@@ -5,6 +5,9 @@
   draw per GPU, so the tables are linear); seven Gavel models (profiles.csv of the catalogue,
   Gavel's measured throughputs, MIT) at 1, 2 and 4 GPUs. gavel3-idle keeps idle nodes powered
   (host + 4 idle GPUs), the others switch them off.
+- gavel3-heavytail: gavel3 with heavy-tailed job lengths: each Gavel model in ten classes whose
+  epochs are its gavel3 epochs x 0.25 (1 - u)^(-1/0.8) at u = 0.05, 0.15, ..., 0.95 (Pareto
+  quantiles, shape 0.8: 0.27x to 10.5x), for the second hold-out (issue 42).
 - concave3: the paper's profiles on three node types with concave and linear power tables:
   FAST (the paper's TESLA times, a concave table), MID (TESLA times x 1.35, linear), SLOW (the
   paper's TURING times). Synthetic power: a cluster unlike the paper's, not a measured one.
@@ -63,6 +66,11 @@ def gavel() -> None:
     write("gavel3", header, {**base, "gpu_types": types}, rows, classes)
     write("gavel3-idle", header + "# Idle nodes stay powered: host + 4 idle GPUs.\n",
           {**base, "gpu_types": idle_types}, rows, classes)
+    tails = [round(0.25 * (1.0 - (i + 0.5) / 10.0) ** (-1.0 / 0.8), 3) for i in range(10)]
+    heavy = [[f"G{i + 1}-{k}", m, round(e * t, 1)] for i, (m, e) in enumerate(GAVEL_CLASSES)
+             for k, t in enumerate(tails)]
+    write("gavel3-heavytail", header + "# Heavy-tailed lengths: each model's epochs x Pareto "
+          "quantiles (shape 0.8).\n", {**base, "gpu_types": types}, rows, heavy)
 
 
 def concave() -> None:

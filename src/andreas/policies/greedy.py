@@ -32,11 +32,13 @@ from typing import Any
 import numpy as np
 
 from ..errors import AndreasError
+from . import rollouts
 from .arrivals import ArrivalLog
-from .base import Plan, Policy, Snapshot
+from .base import Assignment, Plan, Policy, Snapshot
 from .budget import NO_DEADLINE, Deadline
-from .decision import Decision
+from .decision import Decision, Reason
 from .options import OptionSpec, at_least, dataclass_options, option
+from .pinning import without_pinned
 from .registry import register
 from .search import passes
 from .search.options import EffortOptions, SearchOptions
@@ -67,9 +69,20 @@ class ChoiceOptions:
         DEFAULT_MAX_LOAD, "resize the chosen plan (resizing.py) only while no job waits and "
         "the offered load is below this; 0 = never")
     plan_restart_s: float = option(0.0, "plan as if each restart lost at least this long (s)")
+    restart_rollouts: int = option(
+        0, "when the decision stops a running job that pays a restart, play it forward "
+        "against the same policy's decision that stops none, on this many sampled futures "
+        "(the same for both), and keep the cheaper (rollouts.py); 0 = off; not with a "
+        "pass_budget")
+    rollout_risk: float | None = option(
+        None, "with restart_rollouts: the decision that keeps running jobs replaces the "
+        "policy's only if in no sampled future it costs more than (1 + this) x the "
+        "policy's there; off: on the mean alone")
 
     def __post_init__(self) -> None:
         at_least("slack_guard", self.slack_guard, 0.0, off=True)
+        at_least("rollout_risk", self.rollout_risk, 0.0, off=True)
+        at_least("restart_rollouts", self.restart_rollouts, 0)
         at_least("resize_max_load", self.resize_max_load, 0.0)
         at_least("plan_restart_s", self.plan_restart_s, 0.0)
 
@@ -170,6 +183,50 @@ class RandomizedGreedy:
             return {}
         p = self.params
         deadline = Deadline.after_ms(p.effort.decision_budget_ms)
+        decision = self.decision(snapshot, deadline)
+        if (p.choice.restart_rollouts and not p.effort.pass_budget and not deadline.passed()
+                and rollouts.stops_restarting_job(snapshot, decision)):
+            kept = self.decision_keeping_running(snapshot, deadline)
+            pick = rollouts.cheapest(snapshot, ((decision, follower), (kept, steady_follower)),
+                                     self.arrivals, p.choice.restart_rollouts, p.seed, deadline,
+                                     p.choice.rollout_risk)
+            decision = (decision, kept)[pick]
+        return decision
+
+    def decision_keeping_running(self, snapshot: Snapshot,
+                                 deadline: Deadline = NO_DEADLINE) -> Decision:
+        """The policy's decision with every running job kept where it runs: the search plans
+        the waiting jobs alone on the GPUs left free (pinning.py); the forward checks and the
+        plan steps see the whole cluster, running jobs included. Should a step stop a running
+        job after all, the search's plan is taken as it is."""
+        pins = {v.job_id: v.assignment for v in snapshot.jobs if v.assignment is not None}
+        rest = without_pinned(snapshot, pins)
+        if not rest.jobs:
+            return Decision(pins)
+        if not rest.cluster.nodes:
+            return Decision(pins, reasons={v.job_id: Reason("no_capacity") for v in rest.jobs})
+        ctx, placed = self.chosen(rest, deadline, whole=snapshot, pins=pins)
+        plan = {**placed.to_plan(ctx), **pins}
+        decision = refine(snapshot, plan, self.params, self.arrivals, deadline,
+                          late=leaves_late(ctx, placed), pipeline=self.pipeline)
+        if rollouts.stops_restarting_job(snapshot, decision):
+            return Decision(plan, reasons={v.job_id: Reason("no_capacity") for v in rest.jobs})
+        return decision
+
+    def decision(self, snapshot: Snapshot, deadline: Deadline = NO_DEADLINE) -> Decision:
+        """The search's chosen plan, resized on a quiet cluster, through the plan steps."""
+        ctx, placed = self.chosen(snapshot, deadline)
+        return self.refine(snapshot, ctx, placed, deadline)
+
+    def chosen(self, snapshot: Snapshot, deadline: Deadline = NO_DEADLINE,
+               whole: Snapshot | None = None,
+               pins: Mapping[str, Assignment] | None = None) -> tuple[PlanningContext, Placement]:
+        """The search's plan for `snapshot`, chosen over the deterministic pass's by the slack
+        guard and the forward check, and resized on a quiet cluster. `whole` and `pins`: the
+        snapshot is `whole` less the running jobs `pins` keep where they run, and the forward
+        check plays the plans on `whole`, with them."""
+        p = self.params
+        pins = pins or {}
         ctx = PlanningContext(snapshot, p.choice.plan_restart_s)
         found = self.search(ctx, size=1, deadline=deadline)
         best = found.elite[0]
@@ -181,14 +238,15 @@ class RandomizedGreedy:
                 best = first
             elif (p.choice.search_check and not p.effort.pass_budget and not deadline.passed()
                   and (leaves_late(ctx, first.placement) or leaves_late(ctx, best.placement))
-                  and not keeps_cost(snapshot, first.placement.to_plan(ctx),
-                                     best.placement.to_plan(ctx), self.arrivals, follower,
-                                     p.seed, deadline)):
+                  and not keeps_cost(whole or snapshot,
+                                     {**first.placement.to_plan(ctx), **pins},
+                                     {**best.placement.to_plan(ctx), **pins}, self.arrivals,
+                                     follower, p.seed, deadline)):
                 best = first
         placed = best.placement
         if self.arrivals.offered_load(snapshot) < self.params.choice.resize_max_load:
             placed = self.resize(ctx, placed, best.score, first.placement, deadline)
-        return self.refine(snapshot, ctx, placed, deadline)
+        return ctx, placed
 
     def refine(self, snapshot: Snapshot, ctx: PlanningContext, placed: Placement,
                deadline: Deadline = NO_DEADLINE) -> Decision:
@@ -386,6 +444,20 @@ def follower() -> Policy:
     """The policy that plays later decisions in a forward check: the plain greedy pass, with no
     step, no resizing and no slack guard (a fresh one per sampled future)."""
     return RandomizedGreedy("forward", FOLLOWER)
+
+
+class SteadyGreedy(RandomizedGreedy):
+    """The plain greedy pass that never stops a running job: a driver plans the waiting jobs
+    alone on the GPUs the running ones leave free (`Policy`, pinning.py)."""
+
+    preempts = False
+
+
+def steady_follower() -> Policy:
+    """The follower of a decision that keeps every running job: later decisions keep them
+    too (rollouts.py: the rollout of two base policies, the greedy pass and its
+    non-preemptive twin, each from the decision it would make)."""
+    return SteadyGreedy("forward-steady", FOLLOWER)
 
 
 FOLLOWER = GreedyParams(search=SearchOptions(max_iterations=1),

@@ -1,0 +1,147 @@
+"""Rollouts over a portfolio: a decision that stops a running job is played forward against
+the same policy's decision that stops none, on the same sampled futures, and the cheaper kept."""
+
+import pytest
+from helpers import cluster, job, scenario, snapshot
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_invariants import check_invariants, fingerprint, scenarios
+
+from andreas.policies import make_policy
+from andreas.policies.arrivals import ArrivalLog
+from andreas.policies.base import Assignment, check_plan
+from andreas.policies.budget import Deadline
+from andreas.policies.greedy import follower, steady_follower
+from andreas.policies.rollouts import cheapest, stops_restarting_job
+from andreas.policies.steps.forward_check import future_cost
+from andreas.sim.engine import simulate
+
+# a slow node s (100 W busy) and a fast one f (200 W busy), one GPU each; 1e-7 EUR per joule;
+# every restart loses 300 s, with the GPU held and powered
+CL = cluster([("s", "S", 1), ("f", "F", 1)], {"S": [100], "F": [200]}, overhead=300.0)
+PROFILES = {"p": {("S", 1): 10.0, ("F", 1): 5.0}}  # s per epoch
+KEEP = {"a": Assignment("s", 1)}
+MOVE = {"a": Assignment("f", 1)}
+
+
+def test_a_move_whose_restart_does_not_pay_is_refused():
+    # 10 epochs left: 100 s where it runs; moved, 300 s restart + 50 s. Due at 60 s: late
+    # either way, later if moved.
+    sc = scenario(CL, PROFILES, [job("a", due=60.0, weight=0.01)])
+    snap = snapshot(sc, running={"a": ("s", 1)})
+    # by hand: kept, 100 s x 100 W x 1e-7 = 1e-3 EUR + 40 s late x 0.01 = 0.4 EUR;
+    # moved, 350 s x 200 W x 1e-7 = 7e-3 EUR + 290 s late x 0.01 = 2.9 EUR
+    assert future_cost(snap, KEEP, [()], follower) == pytest.approx(0.401)
+    assert future_cost(snap, MOVE, [()], follower) == pytest.approx(2.907)
+    assert cheapest(snap, [(MOVE, follower), (KEEP, follower)], ArrivalLog(), 4, 1) == 1
+    assert cheapest(snap, [(KEEP, follower), (MOVE, follower)], ArrivalLog(), 4, 1) == 0
+
+
+def test_a_move_that_pays_its_restart_is_made():
+    # 100 epochs left: 1000 s where it runs; moved, 300 s + 500 s. Due at 800 s.
+    sc = scenario(CL, PROFILES, [job("a", due=800.0, weight=0.01, epochs=100.0)])
+    snap = snapshot(sc, running={"a": ("s", 1)})
+    # by hand: kept, 1000 s x 100 W x 1e-7 = 0.01 EUR + 200 s late x 0.01 = 2 EUR;
+    # moved, 800 s x 200 W x 1e-7 = 0.016 EUR, on time
+    assert future_cost(snap, KEEP, [()], follower) == pytest.approx(2.01)
+    assert future_cost(snap, MOVE, [()], follower) == pytest.approx(0.016)
+    assert cheapest(snap, [(MOVE, follower), (KEEP, follower)], ArrivalLog(), 4, 1) == 0
+
+
+def test_equal_candidates_and_a_passed_deadline_keep_the_policys_own():
+    sc = scenario(CL, PROFILES, [job("a", due=60.0, weight=0.01)])
+    snap = snapshot(sc, running={"a": ("s", 1)})
+    assert cheapest(snap, [(MOVE, follower), (dict(MOVE), follower)], ArrivalLog(), 4, 1) == 0
+    passed = Deadline(at=0.0)  # long gone: nothing is played, the first candidate stands
+    assert cheapest(snap, [(MOVE, follower), (KEEP, follower)], ArrivalLog(), 4, 1, passed) == 0
+
+
+def test_only_a_stop_that_pays_a_restart_asks_for_rollouts():
+    sc = scenario(CL, PROFILES, [job("a", due=60.0)])
+    snap = snapshot(sc, running={"a": ("s", 1)})
+    assert stops_restarting_job(snap, MOVE)
+    assert stops_restarting_job(snap, {})  # a pause
+    assert not stops_restarting_job(snap, KEEP)
+    assert not stops_restarting_job(snap, {"a": Assignment("s", 1, power_limit_w=80.0)})
+    free = cluster([("s", "S", 1), ("f", "F", 1)], {"S": [100], "F": [200]}, overhead=0.0)
+    snap_free = snapshot(scenario(free, PROFILES, [job("a", due=60.0)]),
+                         running={"a": ("s", 1)})
+    assert not stops_restarting_job(snap_free, MOVE)  # no restart to save
+
+
+def test_the_decision_keeping_running_jobs_plans_the_waiting_ones_on_free_gpus():
+    jobs = [job("a", due=60.0, weight=0.01), job("b", due=500.0, epochs=20.0)]
+    snap = snapshot(scenario(CL, PROFILES, jobs), running={"a": ("s", 1)})
+    policy = make_policy("andreas", restart_rollouts=4)
+    kept = policy.decision_keeping_running(snap)
+    assert kept["a"] == Assignment("s", 1)
+    assert kept["b"] == Assignment("f", 1)  # the one GPU left free
+    check_plan(snap, kept, "andreas")
+    waiting = job("c", due=500.0)
+    snap = snapshot(scenario(CL, PROFILES, jobs + [waiting]),
+                    running={"a": ("s", 1), "b": ("f", 1)})
+    kept = policy.decision_keeping_running(snap)
+    assert dict(kept) == {"a": Assignment("s", 1), "b": Assignment("f", 1)}
+    assert kept.reasons["c"].kind == "no_capacity"  # both GPUs held: c can only wait
+
+
+
+def test_the_policy_keeps_running_jobs_its_search_would_pause_at_a_loss():
+    """Two jobs nearly done (j0, j1) and three arrivals. The search pauses both to give j3 and
+    j4 two GPUs each: its look-ahead prices each restart but not what later arrivals do. With
+    rollouts the policy plays both decisions forward on the same sampled futures and keeps the
+    one that costs less: here the running jobs stay (found by a search over this family)."""
+    from andreas.policies.rollouts import sampled_futures
+    from andreas.policies.steps.forward_check import with_profiles_of
+
+    cl = cluster([("s", "S", 2), ("f", "F", 2)], {"S": [100, 180], "F": [200, 380]},
+                 overhead=300.0)
+    profiles = {"p": {("S", 1): 10.0, ("S", 2): 6.0, ("F", 1): 5.0, ("F", 2): 3.0},
+                "q": {("S", 1): 20.0, ("S", 2): 11.0, ("F", 1): 8.0, ("F", 2): 5.0}}
+    k = 17
+    jobs = [job(f"j{i}", submit=0.0 if i < 2 else 50.0 * i,
+                due=50.0 * i + 100 + ((k * 37 + i * 91) % 900), weight=0.001 * (1 + (k + i) % 5),
+                epochs=5 + (k * i) % 30, profile="pq"[(i + k) % 2]) for i in range(5)]
+    sc = scenario(cl, profiles, jobs)
+    snap = snapshot(sc, now=200.0, running={"j0": ("s", 1), "j1": ("f", 1)},
+                    remaining={"j0": 4.0 + k % 7, "j1": 3.0 + k % 11})
+    plain, rolled = make_policy("andreas"), make_policy("andreas", restart_rollouts=4)
+    for policy in (plain, rolled):
+        policy.arrivals.observe(snapshot(sc, now=0.0))
+    moved = plain.decide(snap)
+    assert "j0" not in moved and "j1" not in moved  # both paused
+    kept = rolled.decide(snap)
+    assert kept["j0"] == Assignment("s", 1) and kept["j1"] == Assignment("f", 1)
+    check_plan(snap, kept, "andreas")
+    # the choice is the rollouts': on the futures the policy sampled, kept costs less
+    futures = sampled_futures(snap, rolled.arrivals, 4, seed=1)
+    assert any(futures)  # arrivals were sampled: the comparison is not of the known jobs alone
+    with_samples = with_profiles_of(snap, rolled.arrivals, futures)
+    assert (future_cost(with_samples, kept, futures, steady_follower)
+            < future_cost(with_samples, moved, futures, follower))
+
+
+def test_a_bet_that_wins_on_average_but_loses_one_future_badly_is_refused_at_a_risk():
+    from andreas.policies.rollouts import least
+
+    own, bet = [10.0, 10.0, 10.0, 10.0], [1.0, 1.0, 1.0, 30.0]  # mean 8.25 < 10, one 3x
+    assert least([own, bet]) == 1  # on the mean alone
+    assert least([own, bet], risk=0.1) == 0  # 30 > 1.1 x 10 in the fourth future
+    assert least([own, [9.0, 9.0, 9.0, 10.5]], risk=0.1) == 1  # at most 5 % dearer anywhere
+    assert least([own, [9.0, 9.0, 9.0, 10.5]], risk=0.0) == 0
+    assert least([own, list(own)]) == 0  # equal: the policy's own stands
+
+
+@settings(max_examples=25, deadline=None)
+@given(scenarios(), st.integers(1, 3), st.sampled_from([None, 0.0]), st.booleans())
+def test_simulations_with_rollouts_keep_every_invariant(sc, seed, risk, first_start_overhead):
+    """The invariants every policy keeps (test_invariants.py), with the rollouts on: no node
+    over-subscribed, every epoch run, costs recomputed from the segments, the same run twice."""
+    def policy():
+        return make_policy("andreas", seed=seed, max_iterations=10, restart_rollouts=2,
+                           rollout_risk=risk)
+
+    result = simulate(sc, policy(), first_start_overhead=first_start_overhead)
+    check_invariants(sc, result)
+    again = simulate(sc, policy(), first_start_overhead=first_start_overhead)
+    assert fingerprint(again) == fingerprint(result)

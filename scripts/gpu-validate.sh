@@ -6,7 +6,7 @@
 #
 # It runs `andreas validate --gpu`: profiles the PyTorch example at three widths on one GPU
 # (seconds per epoch and board power), serves a seeded workload of JOBS jobs (default 10) on all
-# the GPUs, and writes OUT/validation.json and OUT/validation.png (docs/service.md). QUICK=1
+# the GPUs, and writes OUT/validation.json and OUT/validation.png (docs/service-measured.md). QUICK=1
 # runs tiny jobs instead: a smoke test of the machine in about a minute, not a measurement.
 # Python: $PYTHON, else .venv/bin/python (`make install`), else python3; it needs torch with
 # CUDA, nvidia-ml-py and ANDREAS's service dependencies. On a machine without a package index,

@@ -1,6 +1,6 @@
 """The pieces of `andreas validate --gpu` that need no GPU: naming the GPU type, the power
 table from measured board power, NVML energy priced, and mean power from energy counters.
-The whole run needs an NVIDIA GPU: `scripts/gpu-validate.sh` (docs/service.md)."""
+The whole run needs an NVIDIA GPU: `scripts/gpu-validate.sh` (docs/service-measured.md)."""
 
 import csv
 import subprocess

@@ -1,7 +1,7 @@
 """A job cannot become the service: it runs as an unprivileged OS user (service.yaml's
 `job_user`, or `job_users` per submitting user) and reaches none of the service's secrets,
 files, run records or processes, on the local, Ray and Slurm executors
-(docs/reliability.md, "What a job can reach")."""
+(docs/security.md, "What a job can reach")."""
 
 import json
 import os

@@ -12,7 +12,7 @@ after the grace period. Runs are found again by their Slurm job id (or by their 
 restarted service re-adopts what runs and starts nothing twice.
 
 Slurm jobs that ANDREAS did not submit hold GPUs the planner must not count on
-(`foreign_gpus`); they are never signalled. See docs/service.md, "In front of Slurm".
+(`foreign_gpus`); they are never signalled. See docs/service-executors.md, "In front of Slurm".
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A decision and its forecast are seconds of pure Python and numba on a long queue. Run in the
 scheduler's thread, they hold the interpreter, and every API request waits its turn
-(bench/service-load.md measures it; docs/service.md, "Where the time goes", explains it).
+(bench/service-load.md measures it; docs/service-measured.md, "Where the time goes", explains it).
 `ProcessDecider` runs them in one worker process (`decide_in: process`, the default), so the
 service's own process only reads and writes the database and answers requests.
 `InlineDecider` runs them in the calling thread (`decide_in: thread`), for tests that hand the
@@ -150,7 +150,7 @@ def _start_worker(name: str, options: Mapping[str, Any], forecast_budget_s: floa
     # background work: where the cores are few, the API's requests go first. On a host busy
     # with other work at niceness 0 (the jobs themselves, with the local executor) it then
     # gets a small share of a core: decide_nice 0 trades some API latency for decision time
-    # (docs/service.md).
+    # (docs/service-measured.md).
     os.nice(niceness)
     _WORKER = Worker(make_policy(name, **options), name, options, forecast_budget_s)
 

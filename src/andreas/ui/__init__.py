@@ -4,7 +4,7 @@ submit form that shows the forecast first.
 
 Server-rendered Jinja2 pages, charts drawn as SVG on the server (svg.py) and one small script
 that reloads the parts that change (static/ui.js): no build step, no CDN, nothing fetched from
-elsewhere, so it works offline and under a strict Content-Security-Policy (docs/service.md).
+elsewhere, so it works offline and under a strict Content-Security-Policy (docs/service-api.md).
 """
 
 from .routes import install

@@ -12,7 +12,7 @@ single resize reaches. The moves here are:
 
 They save energy by spending slack, and a look-ahead that does not know future arrivals
 cannot price that: near or above full load they cost more than they saved (measured in
-docs/beyond-the-paper.md). So the policies resize only plans that leave no job waiting, while
+docs/overload-and-search.md). So the policies resize only plans that leave no job waiting, while
 the offered load is below `GreedyParams.resize_max_load`.
 """
 

@@ -23,7 +23,7 @@ plan, `guard` (5) × its run time): only jobs with days of slack pause for other
 ends later than planned, or that the plan leaves waiting, has its end stretched by `margin`
 (0.02) × the offered load on the nodes kept × the time from now, for the work that will
 arrive meanwhile. Looser hedges left jobs late under overload once more jobs came (measured in
-docs/beyond-the-paper.md). With the load unknown nothing changes.
+docs/holds-and-consolidation.md). With the load unknown nothing changes.
 """
 
 from __future__ import annotations

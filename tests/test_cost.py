@@ -161,3 +161,17 @@ def test_tardiness_costs_is_tardiness_cost_elementwise_to_the_bit(rows):
 
     w, c, d = (np.array([r[i] for r in rows], float) for i in range(3))
     assert tardiness_costs(w, c, d).tolist() == [tardiness_cost(*r) for r in rows]
+
+
+def test_one_node_draw_rule():
+    from andreas.cost import job_draw_w, node_draw_w
+    from andreas.model import GpuType
+
+    kind = GpuType("T", (100.0, 160.0, 210.0), idle_w=40.0)
+    assert node_draw_w(kind, 0) == 40.0  # idle: the idle draw, whatever is saved
+    assert node_draw_w(kind, 0, saved_w=30.0) == 40.0
+    assert node_draw_w(kind, 2) == 160.0
+    assert node_draw_w(kind, 3, saved_w=25.0) == 185.0
+    # two of three busy GPUs take 2/3 of 210 W = 140 W, less the job's own 15 W saved
+    assert job_draw_w(kind, 3, 2, saved_w=15.0) == pytest.approx(125.0)
+    assert job_draw_w(kind, 2, 2) == 160.0

@@ -12,7 +12,7 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from .model import Cluster, Job, Segment
+from .model import Cluster, GpuType, Job, Segment
 
 
 def tardiness_cost(weight: float, completion: float, due: float) -> float:
@@ -24,6 +24,19 @@ def tardiness_costs(weight: np.ndarray, completion: np.ndarray, due: np.ndarray)
     """`tardiness_cost` elementwise, to the bit (a completion of NaN, unknown, owes 0 as the
     scalar's max(0.0, nan) does)."""
     return weight * np.fmax(0.0, completion - due)
+
+
+def node_draw_w(kind: GpuType, busy: int, saved_w: float = 0.0) -> float:
+    """What a node of `kind` draws with `busy` busy GPUs (its idle draw with none), less
+    `saved_w`, the watts its jobs' power limits and cheaper restarts save. The one node-draw
+    rule of the simulator, the accounting from segments and the power figure."""
+    return kind.power_w(busy) - saved_w if busy > 0 else kind.idle_w
+
+
+def job_draw_w(kind: GpuType, busy: int, gpus: int, saved_w: float = 0.0) -> float:
+    """A job's share of its node's draw: `gpus` of the node's `busy` GPUs take that share of
+    the table's draw, less the watts the job itself saves (`saved_w`)."""
+    return kind.power_w(busy) * gpus / busy - saved_w
 
 
 def run_energy_cost(cluster: Cluster, gpu_type: str, gpus: int, seconds: float,
@@ -91,10 +104,10 @@ def account_segments(cluster: Cluster, jobs: Iterable[Job],
         for t, is_start, i in events:
             if busy and last is not None and t > last:
                 # A job under a power limit draws `saved_w` less than its share of the table.
-                watts = types[node].power_w(busy) - saved
+                watts = node_draw_w(types[node], busy, saved)
                 total_joules += (watts - types[node].idle_w) * (t - last)
                 for s in active.values():
-                    share = types[node].power_w(busy) * s.gpus / busy - s.saved_w
+                    share = job_draw_w(types[node], busy, s.gpus, s.saved_w)
                     job_joules[s.job_id] += share * (t - last)
                     if priced:
                         job_eur[s.job_id] += priced(share, last, t)

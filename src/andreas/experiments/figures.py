@@ -17,6 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from ..cost import node_draw_w  # noqa: E402
 from ..model import Cluster, Segment  # noqa: E402
 
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442",
@@ -162,7 +163,7 @@ def power_series(segments: Sequence[Segment], cluster: Cluster) -> PowerSeries:
             power += gt.idle_w
             continue
         busy = np.rint(np.cumsum(by_node[node.name])[:-1]).astype(int)
-        table = np.concatenate(([gt.idle_w], gt.node_power_w))
+        table = np.array([node_draw_w(gt, b) for b in range(len(gt.node_power_w) + 1)])
         power += table[busy]
         busy_by_type[node.gpu_type] += busy
     return PowerSeries(times, power, busy_by_type)

@@ -16,9 +16,9 @@ import time as wallclock
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Mapping, Sequence
 
-from ..cost import tardiness_cost
+from ..cost import job_draw_w, node_draw_w, tardiness_cost
 from ..errors import AndreasError
-from ..model import Cluster, Job, Node, Scenario, Segment
+from ..model import Cluster, GpuType, Job, Node, Scenario, Segment
 from ..policies import pinning
 from ..policies.base import (
     Assignment,
@@ -87,8 +87,7 @@ class _NodeState:
     """One node's draw: busy GPUs, watts saved by power limits, the jobs on it, and the time
     up to which its energy (and its jobs' shares) has been counted."""
 
-    power: tuple[float, ...]
-    idle_w: float
+    kind: GpuType
     since: float
     busy: int = 0
     saved: float = 0.0
@@ -218,8 +217,7 @@ class Simulator:
     def run(self) -> SimulationResult:
         now = self.start
         kinds = self.cluster.gpu_types
-        self.nodes = [_NodeState(kinds[n.gpu_type].node_power_w, kinds[n.gpu_type].idle_w, now)
-                      for n in self.cluster.nodes]
+        self.nodes = [_NodeState(kinds[n.gpu_type], now) for n in self.cluster.nodes]
         self.queue = queue = EventQueue()
         self.active: dict[str, _JobState] = {}
         self.running = 0
@@ -342,24 +340,20 @@ class Simulator:
         dt = t1 - t0
         priced = self.cluster.energy_eur if self.tariff is not None else None
         b = node.busy
-        if b:
-            saved = node.saved + sum(st.restart_saved_w for st in restarting
-                                     if t0 < st.restart_end)
-            watts = node.power[b - 1] - saved
-        else:
-            watts = node.idle_w
+        saved = node.saved + sum(st.restart_saved_w for st in restarting
+                                 if t0 < st.restart_end) if b else 0.0
+        watts = node_draw_w(node.kind, b, saved)
         if watts:
             self.energy_joules += watts * dt
             if priced:
                 self.energy_eur += priced(watts, t0, t1)
         if not node.jobs:
             return
-        full = node.power[b - 1]
         for s in node.jobs.values():  # each job's share, less what it saves (more while it
             # restarts, until restart_end)
             st = _held(s)
-            share = full * st.gpus / b - (st.saved_w + (st.restart_saved_w
-                                                        if t0 < st.restart_end else 0.0))
+            share = job_draw_w(node.kind, b, st.gpus, st.saved_w + (
+                st.restart_saved_w if t0 < st.restart_end else 0.0))
             s.energy_joules += share * dt
             if priced:
                 s.energy_eur += priced(share, t0, t1)

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from andreas.policies import make_policy
 from andreas.policies.base import Assignment
 from andreas.policies.greedy import RandomizedGreedy
+from andreas.policies.search.orderings import ordered
 from andreas.policies.search.planning import PlanningContext
 
 ONE_GPU = {"p": {("G", 1): 10.0}}
@@ -280,7 +281,7 @@ def test_each_pass_is_post_processed_from_its_own_placement(snap, seed, impl):
     ctx = PlanningContext(snap)
     k = ctx.packed
     policy = make_policy("andreas", seed=seed, max_iterations=40, impl=impl)
-    starts = np.array([ctx.ordered("pressure")], np.int64)
+    starts = np.array([ordered(ctx, "pressure")], np.int64)
     pre_node, pre_cand, post_node, post_cand, post_moved, scores = policy._passes(
         ctx, starts, policy.draws(ctx, 40), NO_DEADLINE)
     for it in range(len(scores)):
@@ -390,7 +391,7 @@ def test_the_passes_on_threads_give_the_same_plans(snap, seed, threads):
     many = make_policy("andreas", seed=seed, max_iterations=40, threads=threads)
     assert passes.compiled_passes("fast", threads) is (
         passes.kernel.run_iterations_parallel if threads > 1 else passes.kernel.run_iterations)
-    starts = np.array([ctx.ordered("pressure"), ctx.ordered("atc")], np.int64)
+    starts = np.array([ordered(ctx, "pressure"), ordered(ctx, "atc")], np.int64)
     draws = one.draws(ctx, 40)
     for a, b in zip(one._passes(ctx, starts, draws, NO_DEADLINE),
                     many._passes(ctx, starts, draws, NO_DEADLINE)):

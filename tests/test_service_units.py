@@ -189,7 +189,8 @@ def test_modelled_energy_charges_each_runs_start_up_at_the_restart_draw():
 
 
 def test_sqlite_commits_are_synchronous_full(tmp_path):
-    """What docs/service-executors.md promises: an acknowledged job is on disk (WAL, synchronous=FULL)."""
+    """What docs/service-executors.md promises: an acknowledged job is on disk (WAL,
+    synchronous=FULL)."""
     from sqlalchemy import text
 
     from andreas.service.store import Store

@@ -20,8 +20,8 @@ class GpuType:
     `idle_w` is what a node with no busy GPU draws: 0 by default (switched off, as in the
     paper); a cluster whose nodes stay powered sets it. `restart_w`, if set, is what one GPU
     draws while its job restarts (interpreter, data, CUDA, checkpoint): well below a training
-    GPU's draw (measured on an H200 in docs/service-measured.md). Unset, a restarting GPU counts as busy
-    (the paper).
+    GPU's draw (measured on an H200 in docs/service-measured.md). Unset, a restarting GPU
+    counts as busy (the paper).
     """
 
     name: str

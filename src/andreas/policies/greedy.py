@@ -32,7 +32,6 @@ from typing import Any
 import numpy as np
 
 from ..errors import AndreasError
-from . import rollouts
 from .arrivals import ArrivalLog
 from .base import Assignment, Plan, Policy, Snapshot
 from .budget import NO_DEADLINE, Deadline
@@ -40,8 +39,10 @@ from .decision import Decision, Reason
 from .options import OptionSpec, at_least, dataclass_options, option
 from .pinning import without_pinned
 from .registry import register
-from .search import passes
+from .rollouts import cheapest, stops_restarting_job
+from .search import orderings, passes
 from .search.options import EffortOptions, SearchOptions
+from .search.orderings import pressure_ranks
 from .search.placement import Placement
 from .search.planning import PlanningContext
 from .search.resizing import climb, evaluation_budget, resized
@@ -185,9 +186,9 @@ class RandomizedGreedy:
         deadline = Deadline.after_ms(p.effort.decision_budget_ms)
         decision = self.decision(snapshot, deadline)
         if (p.choice.restart_rollouts and not p.effort.pass_budget and not deadline.passed()
-                and rollouts.stops_restarting_job(snapshot, decision)):
+                and stops_restarting_job(snapshot, decision)):
             kept = self.decision_keeping_running(snapshot, deadline)
-            pick = rollouts.cheapest(snapshot, ((decision, follower), (kept, steady_follower)),
+            pick = cheapest(snapshot, ((decision, follower), (kept, steady_follower)),
                                      self.arrivals, p.choice.restart_rollouts, p.seed, deadline,
                                      p.choice.rollout_risk)
             decision = (decision, kept)[pick]
@@ -209,7 +210,7 @@ class RandomizedGreedy:
         plan = {**placed.to_plan(ctx), **pins}
         decision = refine(snapshot, plan, self.params, self.arrivals, deadline,
                           late=leaves_late(ctx, placed), pipeline=self.pipeline)
-        if rollouts.stops_restarting_job(snapshot, decision):
+        if stops_restarting_job(snapshot, decision):
             return Decision(plan, reasons={v.job_id: Reason("no_capacity") for v in rest.jobs})
         return decision
 
@@ -335,7 +336,7 @@ class RandomizedGreedy:
         def call(first: int, last: int, run_starts: bool) -> tuple[np.ndarray, ...]:
             return run(starts, draws[first:last], first, run_starts, k.ct, k.cg, k.ctime,
                        k.cen, k.cmov, k.mtime, k.nc, k.home, k.home_g, k.due, k.weight,
-                       k.wait_penalty, ctx.pressure_ranks, k.node_type, k.node_cap, k.power,
+                       k.wait_penalty, pressure_ranks(ctx), k.node_type, k.node_cap, k.power,
                        k.type_capacity, float(ctx.now), float(ctx.eur_per_joule),
                        float(ctx.overhead), s.pi, s.alpha, s.beta, s.score == "lookahead",
                        k.meets, s.config_energy != "alone", s.config_energy == "filled",
@@ -378,7 +379,7 @@ class RandomizedGreedy:
 def ordered(ctx: PlanningContext, order: str) -> list[int]:
     """Every job of `ctx` in the named order: the deterministic pass's (and the extra
     passes') starting order."""
-    return ctx.ordered(order)
+    return orderings.ordered(ctx, order)
 
 
 def spends_needed_slack(ctx: PlanningContext, base: Placement, other: Placement,

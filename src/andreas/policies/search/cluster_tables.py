@@ -107,7 +107,7 @@ class ClusterTables:
         self.type_capacity = [sum(self.node_cap[n] for n in ns) for ns in self.nodes_of_type]
         self._rows: ProfileRows | None = None
         self._assignments: dict[tuple[int, int], Assignment] = {}
-        # the kernel's arrays (kernel.Packed)
+        # the kernel's arrays (planning.Packed)
         node_type = np.array(self.node_type, np.int64)
         G = max((len(p) for p in self.power), default=1)
         power = np.zeros((len(self.power), G))

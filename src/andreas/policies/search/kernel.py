@@ -5,64 +5,18 @@ Every policy that places jobs greedily (the baselines, `greedy`, `andreas`, `and
 and every plan score (`scoring.py`) calls these functions; `passes.py` is their Python face.
 Each compiled function keeps its interpreted twin as `.py_func` (the `impl="plain"` option runs
 the loop that way; `NUMBA_DISABLE_JIT=1` interprets every function, for a debugger). Arrays are
-built once per decision by `pack`.
+built once per decision by `planning.pack`; this module imports nothing of the
+policies.
 """
 
 from __future__ import annotations
 
 import types
-from dataclasses import dataclass
 
 import numpy as np
 from numba import njit, prange
 
-from .planning import PlanningContext, move_pays_overhead, moved_time
-
 INF = np.inf
-
-
-@dataclass
-class Packed:
-    ct: np.ndarray  # [J, C] candidate GPU type
-    cg: np.ndarray  # [J, C] candidate GPU count
-    ctime: np.ndarray  # [J, C] run time
-    cen: np.ndarray  # [J, C] energy cost
-    cmov: np.ndarray  # [J, C] moving to another node pays the restart overhead
-    mtime: np.ndarray  # [J, C] run time when moved
-    nc: np.ndarray  # [J] number of candidates
-    meets: np.ndarray  # [J, C] meets the due date
-    home: np.ndarray  # [J] current node or -1
-    home_g: np.ndarray  # [J] current GPU count or 0
-    due: np.ndarray
-    weight: np.ndarray
-    wait_penalty: np.ndarray
-    node_type: np.ndarray
-    node_cap: np.ndarray
-    power: np.ndarray  # [T, G] node power with 1..G busy GPUs
-    type_capacity: np.ndarray
-    type_nodes: np.ndarray  # node indices grouped by GPU type, ascending within a type
-    type_start: np.ndarray  # [T + 1] where each type's nodes begin in type_nodes
-    # (no reference back to the context: the context caches its Packed, and a cycle between
-    # them would leave every decision's objects to the garbage collector, not to refcounting)
-
-
-def pack(ctx: PlanningContext) -> Packed:
-    """The context's arrays for the kernel: the candidate table's, the jobs' homes, and the
-    cluster's own (cluster_tables, shared and read-only)."""
-    table, tables = ctx.table, ctx.tables
-    J = len(ctx.job_ids)
-    home, home_g = ctx.home, ctx.home_g
-    # Moving a running job to another node of its own configuration pays the restart overhead
-    # (for every candidate at once; Placement.moved_to sets the flag of a placed job).
-    cmov = table.real & move_pays_overhead(ctx.overhead, ctx.home_type[:, None], home_g[:, None],
-                                           table.ct, table.cg)
-    restart_left = ctx.restart_left.reshape(J, 1)
-    mtime = np.where(cmov, moved_time(table.ctime, restart_left, ctx.overhead), table.ctime)
-    return Packed(table.ct, table.cg, table.ctime, table.cen, cmov, mtime, table.nc, table.meets,
-                  home, home_g, np.array(ctx.due, float), np.array(ctx.weight, float),
-                  ctx.wait_penalties, tables.k_node_type, tables.k_node_cap,
-                  tables.k_power, tables.k_type_capacity, tables.k_type_nodes,
-                  tables.k_type_start)
 
 
 @njit(cache=True)

@@ -32,6 +32,7 @@ from typing import Callable
 import numpy as np
 
 from ..budget import NO_DEADLINE, Deadline
+from .orderings import pressure_ranks
 from .placement import Placement
 from .planning import PlanningContext
 from .resizing import Move, climb, resized
@@ -74,7 +75,7 @@ class LocalSearch:
     def neighbours(self, placed: Placement) -> Iterator[Move]:
         """Yield candidate plans (with the jobs each changed), most promising moves first."""
         ctx = self.ctx
-        rank = ctx.pressure_rank
+        rank = pressure_ranks(ctx).tolist()
         runs = placed.node >= 0
         # the running jobs with the lowest pressure first, the waiting with the highest
         running = sorted(np.flatnonzero(runs).tolist(), key=lambda j: -rank[j])
@@ -123,7 +124,7 @@ class LocalSearch:
 
     def relink(self, start: Placement, guide: Placement) -> tuple[Placement, float]:
         """Walk from `start` towards `guide`, one job at a time, keeping the best plan seen."""
-        ctx, rank = self.ctx, self.ctx.pressure_rank
+        ctx, rank = self.ctx, pressure_ranks(self.ctx).tolist()
         current = start
         best, best_cost = start, self.cost(start)
         todo = start.changed(guide)

@@ -77,3 +77,25 @@ def adaptive_choice(ctx: PlanningContext, jobs: list[int]) -> str:
 ORDERINGS: dict[str, Ordering] = {"adaptive": adaptive, "fifo": fifo, "edf": edf, "ps": ps,
                                   "wspt": wspt, "atc": atc,
                                   "pressure": pressure}
+
+
+def ordered(ctx: PlanningContext, order: str) -> list[int]:
+    """Every job of `ctx` in the named order (`ORDERINGS`), sorted once per context: the
+    passes' starting order and the look-ahead's pressure ranks are often the same sort. A new
+    list each call (callers may reorder it)."""
+    if order == "adaptive":
+        order = adaptive_choice(ctx, list(range(len(ctx.views))))
+    cached = ctx._orders.get(order)
+    if cached is None:
+        cached = ctx._orders[order] = ORDERINGS[order](ctx, list(range(len(ctx.views))))
+    return list(cached)
+
+
+def pressure_ranks(ctx: PlanningContext) -> np.ndarray:
+    """Every job's rank in the pressure order, as the kernel's array (the look-ahead score's
+    and the local search's), made once per context; the baselines never pay for the sort."""
+    if ctx._pressure_ranks is None:
+        rank = np.empty(len(ctx.views), np.int64)
+        rank[ordered(ctx, "pressure")] = np.arange(len(ctx.views), dtype=np.int64)
+        ctx._pressure_ranks = rank
+    return ctx._pressure_ranks

@@ -15,6 +15,7 @@ import numba
 import numpy as np
 
 from . import kernel  # noqa: F401
+from .orderings import pressure_ranks
 from .placement import Placement
 from .planning import PlanningContext
 
@@ -88,7 +89,7 @@ def post_process(ctx: PlanningContext, result: PassResult, score: str = "proxy",
     return float(compiled("post_process", impl)(
         result.node, result.cand, result.moved, result.free, k.ct, k.cg, k.ctime, k.cmov,
         k.mtime, k.cen, k.nc, k.home, score == "lookahead", k.wait_penalty, k.due, k.weight,
-        ctx.pressure_ranks, k.node_type, k.power, k.type_capacity, float(ctx.now),
+        pressure_ranks(ctx), k.node_type, k.power, k.type_capacity, float(ctx.now),
         float(ctx.eur_per_joule), bound))
 
 

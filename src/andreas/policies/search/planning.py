@@ -10,6 +10,7 @@ cluster and shared read-only by its decisions.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cached_property
 from operator import attrgetter
 
@@ -35,7 +36,7 @@ def move_pays_overhead(overhead, home_type, home_gpus, gpu_type, gpus):
     waits) pays the restart overhead again when its candidate (`gpu_type`, `gpus`) runs on
     another node: only when its configuration is unchanged, since the candidates of other
     configurations include the overhead already (stops_job: any move restarts). Elementwise on
-    numpy arrays too (kernel.pack)."""
+    numpy arrays too (pack)."""
     return (overhead > 0) & (home_type >= 0) & (gpus == home_gpus) & (gpu_type == home_type)
 
 
@@ -161,7 +162,8 @@ class PlanningContext:
         self.restart_left = np.fromiter(map(_RESTART_LEFT, views), float, J)
         self.overhead = max(cluster.restart_overhead_s, plan_restart_s)
         self.cluster = cluster
-        self._orders: dict[str, list[int]] = {}  # `ordered`
+        self._orders: dict[str, list[int]] = {}  # orderings.ordered's, per order
+        self._pressure_ranks: np.ndarray | None = None  # orderings.pressure_ranks'
         self.table = CandidateTable.build(self, tables.profile_rows(snapshot.profiles))
         self.tmin = self.table.tmin.tolist()
         if cluster.tariff is not None:  # plan scores price energy at the mean over the horizon
@@ -176,10 +178,8 @@ class PlanningContext:
 
     @cached_property
     def packed(self):
-        """This context as the compiled kernel's arrays (`kernel.pack`), built once: the
+        """This context as the compiled kernel's arrays (`pack`), built once: the
         Randomized Greedy's passes and the plan scores of the plain path share them."""
-        from .kernel import pack
-
         return pack(self)
 
     @cached_property
@@ -193,29 +193,47 @@ class PlanningContext:
         return tuple([row[:n] for row, n in zip(a.tolist(), nc)]  # type: ignore[return-value]
                      for a in (t.ct, t.cg, t.meets))
 
-    @cached_property
-    def pressure_rank(self) -> list[int]:
-        """Every job's rank in the pressure order (look-ahead scoring and local search only,
-        so the baselines do not pay for the sort)."""
-        rank = [0] * len(self.views)
-        for r, j in enumerate(self.ordered("pressure")):
-            rank[j] = r
-        return rank
 
-    @cached_property
-    def pressure_ranks(self) -> np.ndarray:
-        """`pressure_rank` as the kernel's array (the look-ahead score's)."""
-        return np.array(self.pressure_rank, np.int64)
 
-    def ordered(self, order: str) -> list[int]:
-        """Every job in the named order (orderings.ORDERINGS), sorted once per context: the
-        passes' starting order and the look-ahead's pressure ranks are often the same sort.
-        A new list each call (callers may reorder it)."""
-        from .orderings import ORDERINGS, adaptive_choice
+@dataclass
+class Packed:
+    ct: np.ndarray  # [J, C] candidate GPU type
+    cg: np.ndarray  # [J, C] candidate GPU count
+    ctime: np.ndarray  # [J, C] run time
+    cen: np.ndarray  # [J, C] energy cost
+    cmov: np.ndarray  # [J, C] moving to another node pays the restart overhead
+    mtime: np.ndarray  # [J, C] run time when moved
+    nc: np.ndarray  # [J] number of candidates
+    meets: np.ndarray  # [J, C] meets the due date
+    home: np.ndarray  # [J] current node or -1
+    home_g: np.ndarray  # [J] current GPU count or 0
+    due: np.ndarray
+    weight: np.ndarray
+    wait_penalty: np.ndarray
+    node_type: np.ndarray
+    node_cap: np.ndarray
+    power: np.ndarray  # [T, G] node power with 1..G busy GPUs
+    type_capacity: np.ndarray
+    type_nodes: np.ndarray  # node indices grouped by GPU type, ascending within a type
+    type_start: np.ndarray  # [T + 1] where each type's nodes begin in type_nodes
+    # (no reference back to the context: the context caches its Packed, and a cycle between
+    # them would leave every decision's objects to the garbage collector, not to refcounting)
 
-        if order == "adaptive":
-            order = adaptive_choice(self, list(range(len(self.views))))
-        cached = self._orders.get(order)
-        if cached is None:
-            cached = self._orders[order] = ORDERINGS[order](self, list(range(len(self.views))))
-        return list(cached)
+
+def pack(ctx: PlanningContext) -> Packed:
+    """The context's arrays for the compiled kernel (kernel.py): the candidate table's, the
+    jobs' homes, and the cluster's own (cluster_tables, shared and read-only)."""
+    table, tables = ctx.table, ctx.tables
+    J = len(ctx.job_ids)
+    home, home_g = ctx.home, ctx.home_g
+    # Moving a running job to another node of its own configuration pays the restart overhead
+    # (for every candidate at once; Placement.moved_to sets the flag of a placed job).
+    cmov = table.real & move_pays_overhead(ctx.overhead, ctx.home_type[:, None], home_g[:, None],
+                                           table.ct, table.cg)
+    restart_left = ctx.restart_left.reshape(J, 1)
+    mtime = np.where(cmov, moved_time(table.ctime, restart_left, ctx.overhead), table.ctime)
+    return Packed(table.ct, table.cg, table.ctime, table.cen, cmov, mtime, table.nc, table.meets,
+                  home, home_g, np.array(ctx.due, float), np.array(ctx.weight, float),
+                  ctx.wait_penalties, tables.k_node_type, tables.k_node_cap,
+                  tables.k_power, tables.k_type_capacity, tables.k_type_nodes,
+                  tables.k_type_start)

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
+from .orderings import ordered
 from .placement import Placement
 from .planning import PlanningContext
 
@@ -94,7 +95,7 @@ def repack(ctx: PlanningContext, placed: Placement, node: int) -> Move | None:
             changes[j] = (node, c)
             gpus = k.cg[j, c]
         room -= gpus
-    for j in ctx.ordered("pressure"):
+    for j in ordered(ctx, "pressure"):
         if room == 0:
             break
         if placed.node[j] == node:

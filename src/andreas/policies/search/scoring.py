@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from .orderings import pressure_ranks
 from .placement import Placement
 from .planning import PlanningContext
 
@@ -34,7 +35,7 @@ def score(ctx: PlanningContext, name: str, placement: Placement) -> float:
     k = ctx.packed
     return float(_score(name == "lookahead", placement.node, placement.cand, placement.moved,
                         k.ct, k.cg, k.ctime, k.mtime, k.cen, k.nc, k.wait_penalty, k.due,
-                        k.weight, ctx.pressure_ranks, k.node_type, k.power, k.type_capacity,
+                        k.weight, pressure_ranks(ctx), k.node_type, k.power, k.type_capacity,
                         float(ctx.now), float(ctx.eur_per_joule)))
 
 

@@ -18,6 +18,7 @@
 #              listed; appends to bench/service-load.md
 # make chaos - kill -9 the service at 20 random moments of a real workload, on SQLite and on
 #              PostgreSQL; then check every job; appends to docs/chaos.md (about 10 minutes)
+# make bench-bound - the LP lower bound on two instances of each zoo family, and andreas's gap to it: bench/bound_zoo.md
 # make bench-budget - cost against decision budget (andreas); writes bench/budget.md and .png
 # make bench-decisions - andreas decision time p50/p99/max at 100 nodes x 450 jobs and
 #              252 nodes (2,016 GPUs) x 1,000 jobs; writes bench/decisions.md
@@ -29,7 +30,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint zoo zoo-holdout zoo-holdout2 bench bench-budget bench-decisions bench-scale bench-service chaos install install-browser install-slurm install-acl screenshots clean
+.PHONY: demo test test-fast lint zoo zoo-holdout zoo-holdout2 bench bench-bound bench-budget bench-decisions bench-scale bench-service chaos install install-browser install-slurm install-acl screenshots clean
 
 $(STAMP): pyproject.toml requirements.lock
 	@echo "== setting up $(VENV): ANDREAS, its service and test dependencies (a few minutes, once)"
@@ -107,6 +108,9 @@ chaos: $(STAMP)
 
 bench-budget: $(STAMP)
 	$(BIN)/python bench/budget_bench.py --out bench/budget.md
+
+bench-bound: $(STAMP)
+	$(BIN)/python bench/bound_zoo.py --instances 2 --out bench/bound_zoo.md
 
 bench-decisions: $(STAMP)
 	$(BIN)/python bench/decision_bench.py --out bench/decisions.md

@@ -115,17 +115,40 @@ def small_scenarios(draw):
 
 
 @settings(max_examples=20, deadline=None)
-@given(small_scenarios(), st.sampled_from([6, 15]))
-def test_hindsight_bound_is_below_every_policy(sc, slots):
+@given(small_scenarios(), st.sampled_from([6, 15]), st.booleans())
+def test_hindsight_bound_is_below_every_policy(sc, slots, lp):
+    """Both bounds, the MILP and the LP with mean busy times and an overflow, are below the
+    cost of every policy on every example."""
     from andreas.optim.bound import hindsight_bound
     from andreas.policies import policy_names
-    bound = hindsight_bound(sc, slots=slots, time_limit=20)
+    bound = hindsight_bound(sc, slots=slots, time_limit=20, lp=lp)
     assert bound.lower_bound >= 0
     for name in policy_names():
         if name == "milp":
             continue  # same core as andreas; the MILP is slow to run on every example
         cost = simulate(sc, policy_with(name, 1)).summary["total_cost"]
         assert bound.lower_bound <= cost * (1 + 1e-7) + 1e-9, name
+
+
+def test_the_lp_bound_by_hand():
+    """One 1-GPU node (100 W, 1e-7 EUR/J), one job of 100 s due at 50 s, 0.01 EUR/s late: no
+    schedule costs less than 1e-3 EUR of energy and 50 s late (0.5 EUR), and the LP says so
+    whatever its horizon (work past it goes to the overflow at the same energy)."""
+    from andreas.optim.bound import hindsight_bound
+
+    sc = scenario(cluster([("n", "T", 1)], {"T": [100]}), {"p": {("T", 1): 10.0}},
+                  [job("a", due=50.0, weight=0.01, epochs=10.0)])
+    for horizon in (None, 60.0, 400.0):
+        bound = hindsight_bound(sc, slots=4, lp=True, horizon=horizon)
+        assert bound.optimal
+        assert bound.lower_bound == pytest.approx(0.501, rel=1e-9)
+    # two such jobs on the one GPU: however they share it, their mean busy times sum to at
+    # least 200 s, so the LP charges more than the 0.5 EUR each a lone job would pay
+    two = scenario(sc.cluster, {"p": {("T", 1): 10.0}},
+                   [job(k, due=50.0, weight=0.01, epochs=10.0) for k in ("a", "b")])
+    bound = hindsight_bound(two, slots=20, lp=True)
+    best = 2e-3 + 0.01 * (100 - 50) + 0.01 * (200 - 50)  # one after the other: 2.002 EUR
+    assert 2e-3 + 2 * 0.5 < bound.lower_bound <= best + 1e-9
 
 
 def test_bound_command(tmp_path):

@@ -49,3 +49,25 @@ def test_a_small_zoo_runs_end_to_end(tmp_path):
     text = out.read_text()
     assert "| tiny |" in text and "greedy-nohold" in text
     assert out.with_suffix(".png").stat().st_size > 0
+
+
+def test_the_lp_bound_table_of_the_zoo(tmp_path):
+    """bench/bound_zoo.py: the LP bound of each instance, below every policy's recorded total,
+    and the ratios written as the table says."""
+    spec_b = importlib.util.spec_from_file_location("bound_zoo", ROOT / "bench" / "bound_zoo.py")
+    bound_zoo = importlib.util.module_from_spec(spec_b)
+    spec_b.loader.exec_module(bound_zoo)
+    fam = tmp_path / "families.yaml"
+    fam.write_text("families:\n  tiny:\n    template: paper\n    nodes: 2\n    lambda: 3000\n"
+                   "    jobs_per_node: 2\n    due_factor: [1.0, 2.0]\n")
+    runs = tmp_path / "zoo.runs.csv"
+    assert zoo.main(["--families-file", str(fam), "--instances", "1", "--policies",
+                     "fifo,greedy,andreas", "--seeds", "1", "--workers", "1",
+                     "--out", str(tmp_path / "zoo.md")]) == 0
+    out = tmp_path / "bound.md"
+    assert bound_zoo.main(["--families-file", str(fam), "--runs", str(runs), "--instances",
+                           "1", "--slots", "20", "--out", str(out)]) == 0
+    row = next(line for line in out.read_text().splitlines() if line.startswith("| tiny |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    bound, andreas, ratio = float(cells[3]), float(cells[5]), float(cells[6])
+    assert 0 < bound <= andreas and ratio == pytest.approx(andreas / bound, rel=2e-3)

@@ -459,7 +459,8 @@ def sweep_cmd(
 @app.command("bound")
 @user_errors
 def bound_cmd(
-    scenario_dir: Path = typer.Argument(..., help="A small scenario (about 4 nodes, 20 jobs)."),
+    scenario_dir: Path = typer.Argument(..., help="A scenario: about 4 nodes and 20 jobs for "
+                                        "the MILP, up to about 200 jobs with --lp."),
     slots: int = typer.Option(120, min=2, help="Time slots of the relaxation (more: tighter, "
                               "slower)."),
     time_limit: float = typer.Option(120.0, min=1.0, help="HiGHS time limit (s); on time-out "
@@ -468,6 +469,8 @@ def bound_cmd(
                                  help="Policies to simulate and compare with the bound."),
     seeds: str = typer.Option("1", help="Seeds of randomised policies."),
     out: Optional[Path] = typer.Option(None, help="Write bound.json and bound_schedule.csv."),
+    lp: bool = typer.Option(False, "--lp", help="The linear relaxation with mean busy times "
+                            "(no integer variable): looser, for 50-200 jobs."),
 ) -> None:
     """Hindsight lower bound on the total cost of any policy, and each policy's gap to it."""
     from .experiments.compare import compare, write_csv
@@ -475,8 +478,9 @@ def bound_cmd(
 
     names = parse_policies(policies)
     scenario = load_scenario(scenario_dir)
-    console.print(f"solving the time-indexed relaxation ({slots} slots, ≤ {time_limit:g} s)...")
-    bound = hindsight_bound(scenario, slots=slots, time_limit=time_limit)
+    console.print(f"solving the time-indexed {'LP' if lp else 'MILP'} ({slots} slots, "
+                  f"≤ {time_limit:g} s)...")
+    bound = hindsight_bound(scenario, slots=slots, time_limit=time_limit, lp=lp)
     table = compare([scenario], names, parse_seeds(seeds)).table()
     t = Table(title=f"Hindsight lower bound {bound.lower_bound:.4f} EUR "
                     f"({'optimal' if bound.optimal else 'time limit: proven bound'}; "

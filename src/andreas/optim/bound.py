@@ -20,6 +20,19 @@ cost on the scenario):
 Restart overheads are ignored (they only add cost), so the bound stays valid with them. A GPU
 type with an idle draw (nodes that stay powered) is modelled by its draw above idle, plus the
 idle draw of every node until the earliest time the last job could finish.
+
+`lp=True` gives a bound that scales to 50-200 jobs (a linear programme, no integer variable):
+
+- the binaries r are dropped; a job's completion is bounded instead by its **mean busy time**:
+  a job whose work is done at a rate of at most 1/t_min (its fastest run) and whose work has
+  mean date M cannot end before M + t_min/2, and M is at least Σ_s (share of its work in slot
+  s) × the slot's start (Goemans' bound for preemptive single-machine scheduling, with the
+  job's own fastest rate as the machine);
+- the horizon H need not hold the optimal schedule: work done after H goes to an **overflow**
+  of unlimited length, priced at the least energy per unit of work of its configurations (the
+  convex minorant L of a node's table has L(0) = 0, so it is superadditive and a job's share
+  of any node's energy is at least L(its GPUs) × its run time) and dated at H. Any schedule
+  maps onto the LP at no greater cost, whatever H; a shorter H makes the slots finer.
 """
 
 from __future__ import annotations
@@ -59,6 +72,31 @@ def convex_minorant(power: tuple[float, ...], *, through_zero: bool = True
 
 
 @dataclass(frozen=True)
+class NodeUnit:
+    """Nodes the relaxation plans as one: `count` nodes of `gpus` GPUs of `gpu_type`."""
+
+    name: str
+    gpu_type: str
+    gpus: int
+    count: int
+
+
+def node_units(cluster, pooled: bool) -> list[NodeUnit]:
+    """Each node on its own (the MILP), or the nodes of one GPU type and size pooled (the LP:
+    its columns shrink by the nodes per pool). Pooling relaxes the model, so the bound stays
+    valid: a pool's capacity is the sum of its nodes' (fragmentation is not seen), its energy
+    at least count x L(busy / count) by Jensen's inequality, and a job runs on one node of it
+    at a time, so the nodes' powered time is at least each job's share."""
+    if not pooled:
+        return [NodeUnit(n.name, n.gpu_type, n.gpus, 1) for n in cluster.nodes]
+    pools: dict[tuple[str, int], list[str]] = defaultdict(list)
+    for n in cluster.nodes:
+        pools[(n.gpu_type, n.gpus)].append(n.name)
+    return [NodeUnit(names[0] if len(names) == 1 else f"{t}x{g} ({len(names)} nodes)", t, g,
+                     len(names)) for (t, g), names in pools.items()]
+
+
+@dataclass(frozen=True)
 class BoundResult:
     lower_bound: float  # EUR: proven lower bound on any policy's total cost
     solution_cost: float  # EUR: the relaxation's best solution found (equal when optimal)
@@ -69,7 +107,9 @@ class BoundResult:
 
 
 def hindsight_bound(scenario: Scenario, *, slots: int = 120, time_limit: float = 120.0,
-                    horizon: float | None = None) -> BoundResult:
+                    horizon: float | None = None, lp: bool = False) -> BoundResult:
+    """The bound: the time-indexed MILP, or with `lp` its linear relaxation with mean busy
+    times and an overflow (see the module's docstring), which scales to larger instances."""
     cluster, profiles, jobs = scenario.cluster, scenario.profiles, scenario.jobs
     if cluster.tariff is not None:
         raise AndreasError("the hindsight bound assumes one energy price; this scenario has a "
@@ -77,6 +117,11 @@ def hindsight_bound(scenario: Scenario, *, slots: int = 120, time_limit: float =
     configs = {j.job_id: [(t, g, profiles.configs(j.profile)[(t, g)]) for t, g in
                           feasible_configs(cluster, profiles.configs(j.profile))] for j in jobs}
     t_min = {j.job_id: min(spe * j.epochs for _, _, spe in configs[j.job_id]) for j in jobs}
+    if horizon is None and lp:
+        # any horizon is valid with the overflow (which dates its work at the horizon, a
+        # loose date when much work goes there): one that holds every job run one after
+        # another at its fastest after the last arrival
+        horizon = max(j.submit_time for j in jobs) + sum(t_min.values())
     if horizon is None:
         # Long enough for every schedule that matters: after the last arrival, idle time costs
         # nothing and gains nothing, so an optimal schedule can be compacted to run its jobs one
@@ -85,6 +130,7 @@ def hindsight_bound(scenario: Scenario, *, slots: int = 120, time_limit: float =
             max(spe * j.epochs for _, _, spe in configs[j.job_id]) for j in jobs)
     delta = horizon / slots
     eur = cluster.eur_per_joule()
+    units = node_units(cluster, lp)
     m = Milp()
     x: dict[tuple[str, int, int, int], int] = {}
     share = {}
@@ -99,20 +145,45 @@ def hindsight_bound(scenario: Scenario, *, slots: int = 120, time_limit: float =
             avail = min(1.0, ((s + 1) * delta - j.submit_time) / delta)
             share[(j.job_id, s)] = avail
             for c, (t, g, spe) in enumerate(configs[j.job_id]):
-                for n, node in enumerate(cluster.nodes):
-                    if node.gpu_type == t and node.gpus >= g:
+                for n, unit in enumerate(units):
+                    if unit.gpu_type == t and unit.gpus >= g:
                         col = x[(j.job_id, c, n, s)] = m.var(0.0, integer=False)
                         job_slot[(j.job_id, s)].append(col)
                         node_slot[(n, s)].append((j.job_id, c, col))
                         work[j.job_id].append((col, delta / spe))
+    slot_of = {col: s for (_, _, _, s), col in x.items()}
+    # lp: work after the horizon, in seconds run on each configuration, at its least energy
+    overflow: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    if lp:
+        least = {t: convex_minorant(tuple(gt.extra_w(b) for b in range(1, len(gt.node_power_w)
+                                                                         + 1)))
+                 for t, gt in cluster.gpu_types.items()}
+        for j in jobs:
+            for t, g, spe in configs[j.job_id]:
+                watts = max(slope * g + intercept for slope, intercept in least[t])
+                col = m.var(eur * watts, upper=1e30, integer=False)
+                overflow[j.job_id].append((col, 1.0 / spe))
     # per job: work done, one configuration at a time, completion and tardiness
     for j in jobs:
         jid = j.job_id
-        m.row(j.epochs, 1e30, [col for col, _ in work[jid]], [e for _, e in work[jid]])
+        done = work[jid] + overflow[jid]
+        m.row(j.epochs, 1e30, [col for col, _ in done], [e for _, e in done])
         completion = m.var(0.0, upper=1e30, integer=False)
         tard = m.var(j.tardiness_weight, upper=1e30, integer=False)
         m.row(j.submit_time + t_min[jid], 1e30, [completion], [1.0])
         m.row(-j.due_date, 1e30, [tard, completion], [1.0, -1.0])  # tard ≥ C − due
+        if lp:
+            # C ≥ mean busy date + t_min/2, each slot's share of the work dated at its start and
+            # the overflow's at the horizon
+            over = overflow[jid]
+            m.row(t_min[jid] / 2.0, 1e30, [completion] + [col for col, _ in work[jid]]
+                  + [col for col, _ in over],
+                  [1.0] + [-(slot_of[col] * delta) * e / j.epochs for col, e in work[jid]]
+                  + [-horizon * e / j.epochs for _, e in over])
+            for s in range(int(math.floor(j.submit_time / delta)), slots):
+                cols = job_slot[(jid, s)]
+                m.row(-1e30, share[(jid, s)], cols, [1.0] * len(cols))
+            continue
         for s in range(int(math.floor(j.submit_time / delta)), slots):
             cols = job_slot[(jid, s)]
             m.row(-1e30, share[(jid, s)], cols, [1.0] * len(cols))
@@ -131,27 +202,30 @@ def hindsight_bound(scenario: Scenario, *, slots: int = 120, time_limit: float =
     earliest_end = max(j.submit_time + t_min[j.job_id] for j in jobs)
     idle_floor = sum(cluster.gpu_types[n.gpu_type].idle_w for n in cluster.nodes) \
         * earliest_end * eur
-    for n, node in enumerate(cluster.nodes):
+    for n, unit in enumerate(units):
         for s in range(slots):
             entries = node_slot.get((n, s), [])
             cols = [col for _, _, col in entries]
             gpus = [float(configs[k][c][1]) for k, c, _ in entries]
             if not cols:
                 continue
-            m.row(-1e30, float(node.gpus), cols, gpus)
+            m.row(-1e30, float(unit.gpus * unit.count), cols, gpus)
             energy = m.var(eur * delta, upper=1e30, integer=False)  # mean node watts
-            for slope, intercept in pieces[node.gpu_type]:
-                m.row(intercept, 1e30, [energy] + cols, [1.0] + [-slope * g for g in gpus])
-            on = m.var(0.0, integer=False)  # share of the slot the node is powered, at least
+            # the nodes of a unit draw at least count x L(busy / count) (L convex: Jensen)
+            for slope, intercept in pieces[unit.gpu_type]:
+                m.row(intercept * unit.count, 1e30, [energy] + cols,
+                      [1.0] + [-slope * g for g in gpus])
+            # share of the slot the unit's nodes are powered, at least (summed over them)
+            on = m.var(0.0, upper=float(unit.count), integer=False)
             by_job: dict[str, list[int]] = {}
             for k, _, col in entries:
                 by_job.setdefault(k, []).append(col)
             for jcols in by_job.values():
                 m.row(0.0, 1e30, [on] + jcols, [1.0] + [-1.0] * len(jcols))
-            for slope, intercept in busy_pieces[node.gpu_type]:
+            for slope, intercept in busy_pieces[unit.gpu_type]:
                 m.row(0.0, 1e30, [energy, on] + cols,
                       [1.0, -intercept] + [-slope * g for g in gpus])
-    result = solve(m, time_limit=time_limit, threads=1)
+    result = solve(m, time_limit=time_limit, threads=1, lp_solver="ipm" if lp else None)
     schedule = []
     if result.values is not None:
         for (k, c, n, s), col in x.items():
@@ -159,7 +233,7 @@ def hindsight_bound(scenario: Scenario, *, slots: int = 120, time_limit: float =
             if v > 1e-9:
                 t, g, _ = configs[k][c]
                 schedule.append({"slot": s, "start": s * delta, "end": (s + 1) * delta,
-                                 "job_id": k, "node": cluster.nodes[n].name, "gpu_type": t,
+                                 "job_id": k, "node": units[n].name, "gpu_type": t,
                                  "gpus": g, "share": v})
         schedule.sort(key=lambda r: (r["slot"], r["node"], r["job_id"]))
     return BoundResult(idle_floor + (result.bound if not result.optimal else result.objective),

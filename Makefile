@@ -71,7 +71,7 @@ test: $(STAMP) install-browser install-slurm install-acl lint
 	$(BIN)/python -m pytest
 
 test-fast: $(STAMP) lint
-	$(BIN)/python -m pytest -m "not service"
+	$(BIN)/python -m pytest -m "not service and not slow"
 
 screenshots: $(STAMP) install-browser
 	$(BIN)/python scripts/ui_screenshots.py --out docs/img

@@ -90,6 +90,7 @@ def test_generate_then_compare_writes_table(tmp_path):
     assert "andreas" in run.stdout and "% vs fifo" in run.stdout
 
 
+@pytest.mark.slow
 def test_help_on_every_command():
     assert andreas("--version").stdout.startswith("andreas ")
     for cmd in ("simulate", "generate", "compare", "policies", "account", "plot", "sweep",
@@ -160,6 +161,7 @@ def test_bad_options_exit_2(tmp_path):
     assert andreas("compare").returncode == 2
 
 
+@pytest.mark.slow
 def test_slack_guard_config_energy_and_hold_options_reach_the_policy(tmp_path):
     from andreas.policies import make_policy
     from andreas.sim.engine import simulate
@@ -191,6 +193,7 @@ def test_slack_guard_config_energy_and_hold_options_reach_the_policy(tmp_path):
         assert not (tmp_path / "bad").exists()
 
 
+@pytest.mark.slow
 def test_report_plot_and_sweep_commands(tmp_path):
     run = andreas("compare", "--generate", 2, "--instances", 2, "--lambda", 5000, "--seeds", "1",
                   "--max-iterations", 20, "--workers", 2, "--report", tmp_path / "rep")

@@ -43,6 +43,7 @@ def readme_block(heading: str, language: str) -> str:
     return after[start:after.index("```", start)]
 
 
+@pytest.mark.slow
 def test_the_readmes_simulator_example_runs_as_written(tmp_path):
     """The README's 30-second simulator example, its commands run as written (after the
     virtual environment's activation) and its Python snippet after them."""

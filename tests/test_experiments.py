@@ -152,6 +152,7 @@ def sweep_config():
                        (1, 2), None, PARAMS)
 
 
+@pytest.mark.slow
 def test_interrupted_and_resumed_sweep_equals_uninterrupted(paper, tmp_path):
     full, ran = run_sweep(sweep_config(), paper, tmp_path / "full")
     assert ran == len(sweep_config().keys()) == 2 * 2 * 2 * (1 + 1 + 2)

@@ -371,6 +371,8 @@ class RandomizedGreedy:
         time, so a decision depends on nothing but its snapshot."""
         n = len(ctx.job_ids)
         randomised = max(0, iterations - 1 - len(self.params.search.extra_orders))
+        if randomised == 0:  # one pass (greedy, the forward checks' follower): no generator
+            return np.empty((0, 3, n))
         key = int(round(ctx.now * 1000.0)) % (2 ** 63)
         rng = np.random.default_rng([self.params.seed, key])
         return rng.random((randomised, 3, n))

@@ -91,8 +91,7 @@ def test_the_policy_keeps_running_jobs_its_search_would_pause_at_a_loss():
     j4 two GPUs each: its look-ahead prices each restart but not what later arrivals do. With
     rollouts the policy plays both decisions forward on the same sampled futures and keeps the
     one that costs less: here the running jobs stay (found by a search over this family)."""
-    from andreas.policies.rollouts import sampled_futures
-    from andreas.policies.steps.forward_check import with_profiles_of
+    from andreas.policies.steps.forward_check import sampled_futures, with_profiles_of
 
     cl = cluster([("s", "S", 2), ("f", "F", 2)], {"S": [100, 180], "F": [200, 380]},
                  overhead=300.0)

@@ -152,15 +152,18 @@ def hindsight_bound(scenario: Scenario, *, slots: int = 120, time_limit: float =
                         node_slot[(n, s)].append((j.job_id, c, col))
                         work[j.job_id].append((col, delta / spe))
     slot_of = {col: s for (_, _, _, s), col in x.items()}
+    # Energy above the idle draw; the idle draw itself is paid by every node at least until the
+    # last job can possibly finish (added as a constant below).
+    extra = {t: tuple(gt.extra_w(b) for b in range(1, len(gt.node_power_w) + 1))
+             for t, gt in cluster.gpu_types.items()}
+    pieces = {t: convex_minorant(p) for t, p in extra.items()}
+    busy_pieces = {t: convex_minorant(p, through_zero=False) for t, p in extra.items()}
     # lp: work after the horizon, in seconds run on each configuration, at its least energy
     overflow: dict[str, list[tuple[int, float]]] = defaultdict(list)
     if lp:
-        least = {t: convex_minorant(tuple(gt.extra_w(b) for b in range(1, len(gt.node_power_w)
-                                                                         + 1)))
-                 for t, gt in cluster.gpu_types.items()}
         for j in jobs:
             for t, g, spe in configs[j.job_id]:
-                watts = max(slope * g + intercept for slope, intercept in least[t])
+                watts = max(slope * g + intercept for slope, intercept in pieces[t])
                 col = m.var(eur * watts, upper=1e30, integer=False)
                 overflow[j.job_id].append((col, 1.0 / spe))
     # per job: work done, one configuration at a time, completion and tardiness
@@ -193,12 +196,6 @@ def hindsight_bound(scenario: Scenario, *, slots: int = 120, time_limit: float =
             m.row(0.0, 1e30, [completion, runs] + cols,
                   [1.0, -s * delta] + [-delta] * len(cols))
     # per node and slot: capacity and energy
-    # Energy above the idle draw; the idle draw itself is paid by every node at least until the
-    # last job can possibly finish (added as a constant below).
-    extra = {t: tuple(gt.extra_w(b) for b in range(1, len(gt.node_power_w) + 1))
-             for t, gt in cluster.gpu_types.items()}
-    pieces = {t: convex_minorant(p) for t, p in extra.items()}
-    busy_pieces = {t: convex_minorant(p, through_zero=False) for t, p in extra.items()}
     earliest_end = max(j.submit_time + t_min[j.job_id] for j in jobs)
     idle_floor = sum(cluster.gpu_types[n.gpu_type].idle_w for n in cluster.nodes) \
         * earliest_end * eur

@@ -204,14 +204,15 @@ class RandomizedGreedy:
         rest = without_pinned(snapshot, pins)
         if not rest.jobs:
             return Decision(pins)
+        no_room = {v.job_id: Reason("no_capacity") for v in rest.jobs}
         if not rest.cluster.nodes:
-            return Decision(pins, reasons={v.job_id: Reason("no_capacity") for v in rest.jobs})
+            return Decision(pins, reasons=no_room)
         ctx, placed = self.chosen(rest, deadline, whole=snapshot, pins=pins)
         plan = {**placed.to_plan(ctx), **pins}
         decision = refine(snapshot, plan, self.params, self.arrivals, deadline,
                           late=leaves_late(ctx, placed), pipeline=self.pipeline)
         if stops_restarting_job(snapshot, decision):
-            return Decision(plan, reasons={v.job_id: Reason("no_capacity") for v in rest.jobs})
+            return Decision(plan, reasons=no_room)
         return decision
 
     def decision(self, snapshot: Snapshot, deadline: Deadline = NO_DEADLINE) -> Decision:

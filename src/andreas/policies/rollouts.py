@@ -7,7 +7,7 @@ base policies: each candidate is a decision now and the policy that makes the la
 the candidate whose play costs least is taken. With an exact evaluation (every future) the
 chosen decision is never worse than the best of the base policies played from here. Ours
 departs from that in two ways, both cheaper and both a source of error: the futures are a few
-samples of the arrivals seen (`forward_check.sample_arrivals`), the same ones for every
+samples of the arrivals seen (`forward_check.sampled_futures`), the same ones for every
 candidate (common random numbers: what differs between candidates is the candidates, not the
 samples); and the base policies are the plain greedy pass and its non-preemptive twin, not the
 policy itself with its steps and its own rollouts.
@@ -25,23 +25,10 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-import numpy as np
-
-from ..model import Job
 from .arrivals import ArrivalLog
 from .base import Plan, Policy, Snapshot, stops_job
 from .budget import NO_DEADLINE, Deadline, OutOfTime
-from .steps.forward_check import future_cost, sample_arrivals, with_profiles_of
-
-
-def sampled_futures(snapshot: Snapshot, history: ArrivalLog, samples: int,
-                    seed: int) -> list[tuple[Job, ...]]:
-    """`samples` futures of arrivals up to the last known due date, seeded by the policy seed
-    and the decision time (a decision depends on its snapshot alone)."""
-    horizon = max((v.job.due_date for v in snapshot.jobs), default=snapshot.time) - snapshot.time
-    rng = np.random.default_rng([seed, int(round(snapshot.time * 1000.0)) % (2 ** 63)])
-    return [sample_arrivals(snapshot, history, horizon, rng) for _ in range(samples)]
-
+from .steps.forward_check import future_cost, sampled_futures, with_profiles_of
 
 Candidate = tuple[Plan, Callable[[], Policy]]  # a decision now, and who makes the later ones
 

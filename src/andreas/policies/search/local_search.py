@@ -60,6 +60,10 @@ class LocalSearch:
     resizing: bool = True  # neighbourhood 4 (ImprovedGreedy: offered load below the limit)
     deadline: Deadline = NO_DEADLINE  # the decision's time budget
     evaluations: int = field(default=0, init=False)
+    rank: list[int] = field(init=False)  # each job's pressure rank, read job by job
+
+    def __post_init__(self) -> None:
+        self.rank = pressure_ranks(self.ctx).tolist()
 
     def budget_left(self) -> bool:
         return self.evaluations < self.max_evaluations and not self.deadline.passed()
@@ -75,7 +79,7 @@ class LocalSearch:
     def neighbours(self, placed: Placement) -> Iterator[Move]:
         """Yield candidate plans (with the jobs each changed), most promising moves first."""
         ctx = self.ctx
-        rank = pressure_ranks(ctx).tolist()
+        rank = self.rank
         runs = placed.node >= 0
         # the running jobs with the lowest pressure first, the waiting with the highest
         running = sorted(np.flatnonzero(runs).tolist(), key=lambda j: -rank[j])
@@ -124,7 +128,7 @@ class LocalSearch:
 
     def relink(self, start: Placement, guide: Placement) -> tuple[Placement, float]:
         """Walk from `start` towards `guide`, one job at a time, keeping the best plan seen."""
-        ctx, rank = self.ctx, pressure_ranks(self.ctx).tolist()
+        ctx, rank = self.ctx, self.rank
         current = start
         best, best_cost = start, self.cost(start)
         todo = start.changed(guide)

@@ -194,7 +194,6 @@ class PlanningContext:
                      for a in (t.ct, t.cg, t.meets))
 
 
-
 @dataclass
 class Packed:
     ct: np.ndarray  # [J, C] candidate GPU type

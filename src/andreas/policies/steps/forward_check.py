@@ -89,11 +89,19 @@ def keeps_cost(snapshot: Snapshot, before: Plan, after: Plan, history: ArrivalLo
         return False
 
 
-def _keeps_cost(snapshot: Snapshot, before: Plan, after: Plan, history: ArrivalLog,
-                follower: Callable[[], Policy], seed: int, deadline: Deadline) -> bool:
+def sampled_futures(snapshot: Snapshot, history: ArrivalLog, samples: int,
+                    seed: int) -> list[tuple[Job, ...]]:
+    """`samples` futures of arrivals up to the last known due date, seeded by the policy seed
+    and the decision time (a decision depends on its snapshot alone): the forward check's and
+    the rollouts' (rollouts.py)."""
     horizon = max((v.job.due_date for v in snapshot.jobs), default=snapshot.time) - snapshot.time
     rng = np.random.default_rng([seed, int(round(snapshot.time * 1000.0)) % (2 ** 63)])
-    futures = [sample_arrivals(snapshot, history, horizon, rng) for _ in range(SAMPLES)]
+    return [sample_arrivals(snapshot, history, horizon, rng) for _ in range(samples)]
+
+
+def _keeps_cost(snapshot: Snapshot, before: Plan, after: Plan, history: ArrivalLog,
+                follower: Callable[[], Policy], seed: int, deadline: Deadline) -> bool:
+    futures = sampled_futures(snapshot, history, SAMPLES, seed)
     snapshot = with_profiles_of(snapshot, history, futures)
     return (future_cost(snapshot, after, futures, follower, deadline)
             <= future_cost(snapshot, before, futures, follower, deadline) + 1e-9)

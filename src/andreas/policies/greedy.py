@@ -50,7 +50,7 @@ from .search.scoring import score
 from .steps import company, consolidate, defer, power_limits, wait  # noqa: F401  (register)
 from .steps.company import DEFAULT_MAX_LOAD
 from .steps.forward_check import keeps_cost
-from .steps.pipeline import Pipeline, PipelineOptions, named_steps, run_pipeline
+from .steps.pipeline import Pipeline, PipelineOptions, named_steps, run_pipeline, with_reasons
 from .steps.registry import STEPS, StepContext, resolve, step_option_specs
 
 
@@ -246,7 +246,8 @@ class RandomizedGreedy:
                                      follower, p.seed, deadline)):
                 best = first
         placed = best.placement
-        if self.arrivals.offered_load(snapshot) < self.params.choice.resize_max_load:
+        resize_below = p.choice.resize_max_load  # (the follower never resizes: no load to read)
+        if resize_below > 0 and self.arrivals.offered_load(snapshot) < resize_below:
             placed = self.resize(ctx, placed, best.score, first.placement, deadline)
         return ctx, placed
 
@@ -256,7 +257,10 @@ class RandomizedGreedy:
         the queue on fewer powered nodes when a timeline of the known jobs keeps them in time,
         hold jobs rather than power a node for one alone (forward-checked), wait for cheaper
         hours, then GPU power limits."""
-        return refine(snapshot, placed.to_plan(ctx), self.params, self.arrivals, deadline,
+        plan = placed.to_plan(ctx)
+        if not self.pipeline.steps:  # the follower: no step to read the load or lateness
+            return with_reasons(snapshot, Decision.of(plan))
+        return refine(snapshot, plan, self.params, self.arrivals, deadline,
                       late=leaves_late(ctx, placed), pipeline=self.pipeline)
 
     def resize(self, ctx: PlanningContext, placed: Placement, cost: float,

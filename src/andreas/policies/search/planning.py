@@ -18,6 +18,7 @@ import numpy as np
 
 from ...cost import run_energy_cost, tardiness_costs
 from ..base import Snapshot
+from . import table_kernel
 from .cluster_tables import ProfileRows, tables_for
 
 _JOB, _ASSIGNMENT, _REMAINING = attrgetter("job"), attrgetter("assignment"), \
@@ -50,20 +51,15 @@ class CandidateTable:
     """Every job's candidates as [jobs, candidates] arrays, each row in the order policies try
     them: the cheapest that meets the due date first, then the rest fastest first.
 
-    Built with numpy for all jobs at once (the same arithmetic as a per-candidate loop; with a
-    tariff, each energy is the price integrated over the candidate's own run). A plan names a
-    job's candidate by its column in the job's row (placement.Placement).
+    Built for all jobs at once by compiled loops (table_kernel.py; with a tariff, each energy
+    is the price integrated over the candidate's own run). A plan names a job's candidate by
+    its column in the job's row (placement.Placement).
     """
 
-    def __init__(self, ct, cg, ctime, cen, meets, nc) -> None:
+    def __init__(self, ct, cg, ctime, cen, meets, real, tmin, tmax, nc) -> None:
         self.ct, self.cg, self.ctime, self.cen, self.meets, self.nc = ct, cg, ctime, cen, meets, nc
-        self.real = np.arange(ct.shape[1])[None, :] < nc[:, None]  # entries that are candidates
-        if len(nc) and ct.shape[1]:  # NaN for a job with no candidate (no warning)
-            none = ~self.real.any(axis=1)
-            self.tmin = np.where(none, np.nan, np.where(self.real, ctime, np.inf).min(axis=1))
-            self.tmax = np.where(none, np.nan, np.where(self.real, ctime, -np.inf).max(axis=1))
-        else:  # no job, or no job with a configuration this cluster hosts
-            self.tmin = self.tmax = np.full(len(nc), np.nan)
+        self.real = real  # [J, C]: the entries that are candidates (each row's first nc)
+        self.tmin, self.tmax = tmin, tmax  # [J]: fastest and slowest run, NaN with none
 
     @classmethod
     def build(cls, ctx: "PlanningContext", rows: "ProfileRows") -> "CandidateTable":
@@ -75,52 +71,33 @@ class CandidateTable:
             list(map(_PROFILE, views)))
         # at least one column (ProfileRows): with none (no job has a configuration the
         # cluster can host, e.g. non-preemptible jobs hold the GPUs it needs) every row is
-        # padding, and the passes' indexing by candidate column still has a column to read
-        C = p_type.shape[1]
-        rem = np.fromiter(map(_REMAINING, views), float, J)
+        # padding, and the passes' indexing by candidate column still has a column to read.
         # Restart overhead on a new start: only for jobs that have run. The table orders and
         # scores jobs against each other; charging a waiting job's first start here (as the
         # holds and the forecast do, Snapshot.first_start_overhead) made it look more urgent
         # than an identical job just started, which the plan then paused for it: a wasted
         # restart (the live service, under load). A first start's overhead is the same for
         # each of the job's candidates, so it does not change which one a job gets.
+        rem = np.fromiter(map(_REMAINING, views), float, J)
         started = np.fromiter(map(_STARTED, views), np.bool_, J)
-        restart_left = ctx.restart_left
-        due = np.array(ctx.due, float)
-        cur_type, cur_gpus = ctx.home_type, ctx.home_g
-        ct, cg, nc = p_type[pidx], p_gpus[pidx], p_n[pidx]
-        real = np.arange(C)[None, :] < nc[:, None]
-        # run time: epochs × s/epoch, + the restart overhead of a started job, or what is left
-        # of it on its current configuration (the per-candidate loop's arithmetic, elementwise)
-        run = rem[:, None] * p_spe[pidx]
-        times = np.where(started[:, None], run + ctx.overhead, run)
-        on_current = (ct == cur_type[:, None]) & (cg == cur_gpus[:, None])
-        times = np.where(on_current, run + restart_left[:, None], times)
+        ct, cg, times, nc = table_kernel.candidate_times(
+            pidx, p_type, p_gpus, p_spe, p_n, rem, started, ctx.restart_left, ctx.home_type,
+            ctx.home_g, float(ctx.overhead))
         if ctx.cluster.tariff is None:
-            energy = p_watts[pidx] * ((now + times) - now) * ctx.cluster.eur_per_joule()
+            energy = table_kernel.flat_energy(pidx, p_watts, times, float(now),
+                                              float(ctx.cluster.eur_per_joule()))
         else:  # the price integrated over each candidate's own run
-            energy = np.zeros((J, C))
+            energy = np.zeros(times.shape)
             names = ctx.type_names
-            for j, c in zip(*np.nonzero(real)):
-                energy[j, c] = run_energy_cost(ctx.cluster, names[ct[j, c]], int(cg[j, c]),
-                                               float(times[j, c]), now)
-        ok = (now + times <= due[:, None]) & real
-        # (0, energy, time) when on time, else (1, time, energy), padding last; stable, as the
-        # list sort it replaces
-        miss = np.where(real, (~ok).astype(np.int64), 2)
-        order = np.lexsort((np.where(ok, times, energy), np.where(ok, energy, times), miss),
-                           axis=-1)
-        # each row's entries in its order (np.take_along_axis, on one flat index)
-        flat = (order + (np.arange(J) * C)[:, None]).ravel()
+            for j, n in enumerate(nc.tolist()):
+                for c in range(n):
+                    energy[j, c] = run_energy_cost(ctx.cluster, names[ct[j, c]],
+                                                   int(cg[j, c]), float(times[j, c]), now)
+        # (0, energy, time) when on time, else (1, time, energy), padding last (kernel)
+        o_ct, o_cg, ctime, cen, meets, real, tmin, tmax = table_kernel.ordered_rows(
+            ct, cg, times, energy, nc, np.array(ctx.due, float), float(now))
+        return cls(o_ct, o_cg, ctime, cen, meets, real, tmin, tmax, nc)
 
-        def take(a: np.ndarray) -> np.ndarray:
-            return a.ravel()[flat].reshape(J, C)
-
-        zero = ~take(real)
-        ctime = np.where(zero, 0.0, take(times))
-        cen = np.where(zero, 0.0, take(energy))
-        return cls(np.where(zero, 0, take(ct)), np.where(zero, 0, take(cg)), ctime, cen,
-                   take(ok), nc)
 
 class PlanningContext:
     """Everything a policy needs about one snapshot, as indexable lists."""

@@ -136,6 +136,12 @@ def run_pipeline(snapshot: Snapshot, plan, pipeline: Pipeline, ctx: StepContext,
                     snapshot, before, decision, ctx.arrivals, ctx.follower, ctx.seed, deadline):
                 decision = before  # the bet loses played forward: run the jobs now
             before = None
+    return with_reasons(snapshot, decision)
+
+
+def with_reasons(snapshot: Snapshot, decision: Decision) -> Decision:
+    """`decision` with a reason for every job it leaves waiting (no_capacity where no step
+    gave one)."""
     if len(decision) == len(snapshot.jobs):  # every job placed: none needs a reason
         return decision
     planned, reasons = decision.keys(), decision.reasons

@@ -63,7 +63,7 @@ def test_simulate_writes_outputs_that_account_recomputes(tmp_path):
     assert summary["jobs"] == 3 and summary["policy"] == "andreas" and summary["seed"] == 3
     assert (out / "jobs.csv").read_text().splitlines()[0] == (
         "job_id,submit_time,due_date,first_start,completion_time,tardiness_s,tardiness_cost,"
-        "energy_cost,restarts")
+        "energy_cost,restarts,emissions_kg")
     assert (out / "segments.csv").read_text().splitlines()[0] == (
         "job_id,node,gpu_type,gpus,start,end,epochs,phase,power_limit_w,saved_w")
     check = andreas("account", sc, out)

@@ -244,9 +244,12 @@ def simulate_cmd(
                           period_only=period_only, every_round=every_round)
     write_result(result, out)
     s = result.summary
-    console.print(f"{policy}: total {s['total_cost']:.4f} EUR = energy {s['energy_cost']:.4f} + "
-                  f"tardiness {s['tardiness_cost']:.4f}; {s['tardy_jobs']}/{s['jobs']} jobs late, "
-                  f"{s['restarts']} restarts, {s['scheduler_seconds']:.2f} s in the policy")
+    carbon = (f" + carbon {s['carbon_cost']:.4f} ({s['emissions_kg']:.3f} kg CO2eq)"
+              if "emissions_kg" in s else "")
+    console.print(f"{policy}: total {s['total_cost']:.4f} EUR = energy {s['energy_cost']:.4f}"
+                  f"{carbon} + tardiness {s['tardiness_cost']:.4f}; {s['tardy_jobs']}/{s['jobs']} "
+                  f"jobs late, {s['restarts']} restarts, {s['scheduler_seconds']:.2f} s in the "
+                  f"policy")
     console.print(f"wrote {out}/summary.json, jobs.csv, segments.csv")
 
 
@@ -537,9 +540,15 @@ def account_cmd(
     except (FileNotFoundError, json.JSONDecodeError) as exc:
         raise AndreasError(f"{out_dir / 'summary.json'}: cannot read ({exc})") from None
     ok = True
-    for key, value in (("energy_cost", breakdown.energy_cost),
-                       ("tardiness_cost", breakdown.tardiness_cost),
-                       ("total_cost", breakdown.total_cost)):
+    checks = [("energy_cost", breakdown.energy_cost),
+              ("tardiness_cost", breakdown.tardiness_cost)]
+    if breakdown.emissions_g is not None:  # the scenario gives the grid's carbon intensity
+        checks += [("emissions_kg", breakdown.emissions_g / 1000.0),
+                   ("carbon_cost", breakdown.carbon_cost)]
+    for key, value in [*checks, ("total_cost", breakdown.total_cost)]:
+        if key not in summary:
+            raise AndreasError(f"{out_dir / 'summary.json'}: no {key!r}; expected the output "
+                               f"of a simulation of {scenario_dir}")
         match = abs(value - summary[key]) <= 1e-9 * max(1.0, abs(value))
         ok &= match
         console.print(f"{key:15s} segments {value:.6f}  summary {summary[key]:.6f}  "
@@ -717,8 +726,10 @@ def render_table(table: list[dict], n_instances: int) -> Table:
     baselines = [b for b in BASELINES if f"reduction_vs_{b}_pct" in table[0]]
     t = Table(title=f"Mean over {n_instances} instance(s) and seeds, ±95 % CI; % cost reduction "
               f"per instance, then averaged")
+    carbon = "emissions_kg_mean" in table[0]  # the scenarios give the grid's intensity
     for col in ("policy", "runs", "total EUR ±95% CI", "energy EUR", "tardiness EUR",
-                "tardy jobs", "restarts", "sched s"):
+                *(("carbon EUR", "kg CO2eq") if carbon else ()), "tardy jobs", "restarts",
+                "sched s"):
         t.add_column(col, justify="left" if col == "policy" else "right")
     for b in baselines:
         t.add_column(f"% vs {b}", justify="right")
@@ -726,6 +737,8 @@ def render_table(table: list[dict], n_instances: int) -> Table:
         half = (r["total_cost_ci_high"] - r["total_cost_ci_low"]) / 2
         cells = [r["policy"], str(r["runs"]), f"{r['total_cost_mean']:.2f} ±{half:.2f}",
                  f"{r['energy_cost_mean']:.2f}", f"{r['tardiness_cost_mean']:.2f}",
+                 *((f"{r['carbon_cost_mean']:.2f}", f"{r['emissions_kg_mean']:.2f}")
+                   if carbon else ()),
                  f"{r['tardy_jobs_mean']:.1f}", f"{r['restarts_mean']:.1f}",
                  f"{r['scheduler_seconds_mean']:.2f}"]
         cells += [_reduction(r, b) for b in baselines]

@@ -26,6 +26,13 @@ def tardiness_costs(weight: np.ndarray, completion: np.ndarray, due: np.ndarray)
     return weight * np.fmax(0.0, completion - due)
 
 
+def carbon_cost(cluster: Cluster, grams: float) -> float:
+    """EUR the objective charges for emitting `grams` CO2eq: the cluster's carbon price (EUR
+    per tonne) x tonnes. Policies meet the same price per kWh as a part of their energy price
+    (`Cluster.as_planned`)."""
+    return cluster.carbon_price * grams * 1e-6
+
+
 def node_draw_w(kind: GpuType, busy: int, saved_w: float = 0.0) -> float:
     """What a node of `kind` draws with `busy` busy GPUs (its idle draw with none), less
     `saved_w`, the watts its jobs' power limits and cheaper restarts save. The one node-draw
@@ -61,10 +68,13 @@ class CostBreakdown:
     job_energy_cost: Mapping[str, float]
     job_tardiness_cost: Mapping[str, float]
     completion: Mapping[str, float]
+    emissions_g: float | None = None  # with the grid's carbon intensity
+    job_emissions_g: Mapping[str, float] | None = None
+    carbon_cost: float = 0.0  # the carbon price x the emissions
 
     @property
     def total_cost(self) -> float:
-        return self.energy_cost + self.tardiness_cost
+        return self.energy_cost + self.carbon_cost + self.tardiness_cost
 
 
 def account_segments(cluster: Cluster, jobs: Iterable[Job],
@@ -88,13 +98,17 @@ def account_segments(cluster: Cluster, jobs: Iterable[Job],
     eur_per_j = cluster.eur_per_joule()
     job_joules: dict[str, float] = defaultdict(float)
     job_eur: dict[str, float] = defaultdict(float)  # with a tariff: priced piece by piece
-    total_joules = total_eur = 0.0
+    job_g: dict[str, float] = defaultdict(float)  # with a carbon intensity
+    total_joules = total_eur = total_g = 0.0
     priced = cluster.energy_eur if cluster.tariff is not None else None
+    emits = cluster.carbon_g if cluster.carbon is not None else None
     end = max(completion.values(), default=0.0)
     for node in cluster.nodes:  # idle draw: the whole span, less the busy time added below
         total_joules += types[node.name].idle_w * end
         if priced:
             total_eur += priced(types[node.name].idle_w, 0.0, end)
+        if emits:
+            total_g += emits(types[node.name].idle_w, 0.0, end)
     for node, segs in by_node.items():
         # Sweep line over segment boundaries; ends sort before starts at the same instant.
         events = sorted([(s.start, 1, i) for i, s in enumerate(segs)]
@@ -111,8 +125,12 @@ def account_segments(cluster: Cluster, jobs: Iterable[Job],
                     job_joules[s.job_id] += share * (t - last)
                     if priced:
                         job_eur[s.job_id] += priced(share, last, t)
+                    if emits:
+                        job_g[s.job_id] += emits(share, last, t)
                 if priced:
                     total_eur += priced(watts - types[node].idle_w, last, t)
+                if emits:
+                    total_g += emits(watts - types[node].idle_w, last, t)
             last = t
             if is_start:
                 active[i] = segs[i]
@@ -135,4 +153,7 @@ def account_segments(cluster: Cluster, jobs: Iterable[Job],
                                                       for j, e in job_joules.items()},
         job_tardiness_cost=job_tardiness,
         completion=completion,
+        emissions_g=total_g if emits else None,
+        job_emissions_g=dict(job_g) if emits else None,
+        carbon_cost=carbon_cost(cluster, total_g),
     )

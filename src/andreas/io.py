@@ -49,9 +49,19 @@ class _Located:
         return self.value
 
 
+class _ComplexKey(Exception):
+    """A mapping key that is a list or a mapping (`{{a: 1}}: ...`): no field has such a name."""
+
+    def __init__(self, line: int) -> None:
+        self.line = line
+
+
 def _to_located(node: yaml.Node) -> _Located:
     line = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
+        for k, _ in node.value:
+            if not isinstance(k, yaml.ScalarNode):
+                raise _ComplexKey(k.start_mark.line + 1)
         return _Located({k.value: _to_located(v) for k, v in node.value}, line)
     if isinstance(node, yaml.SequenceNode):
         return _Located([_to_located(v) for v in node.value], line)
@@ -77,7 +87,11 @@ def _load_yaml(path: Path) -> _Located:
         raise ScenarioError(path, f"invalid YAML: {problem}", line=line) from None
     if root is None:
         raise ScenarioError(path, "file is empty; expected a mapping")
-    return _to_located(root)
+    try:
+        return _to_located(root)
+    except _ComplexKey as exc:
+        raise ScenarioError(path, "a key is a list or a mapping; expected a name (is a "
+                            "'{' doubled?)", line=exc.line) from None
 
 
 def did_you_mean(name: str, known: tuple[str, ...] | list[str]) -> str:
@@ -149,7 +163,9 @@ class _Fields:
         return self.number(key, default=default, minimum=minimum, positive=positive)
 
 
-CLUSTER_KEYS = ("energy_price", "pue", "restart_overhead_s", "gpu_types", "nodes")
+CLUSTER_KEYS = ("energy_price", "pue", "restart_overhead_s", "gpu_types", "nodes",
+                "carbon_intensity", "carbon_price")
+CARBON_COLUMN = "Carbon Intensity gCO₂eq/kWh (direct)"  # the green-dcc / Electricity Maps files
 
 
 def read_cluster(path: Path, *, require_nodes: bool = True) -> Cluster:
@@ -165,6 +181,18 @@ def read_cluster(path: Path, *, require_nodes: bool = True) -> Cluster:
         price = doc.number("energy_price", minimum=0.0)
     pue = doc.number("pue", default=1.0, minimum=1.0)
     overhead = doc.number("restart_overhead_s", default=0.0, minimum=0.0)
+    carbon = None
+    carbon_item = doc.get("carbon_intensity")
+    if carbon_item is not None:
+        if not isinstance(carbon_item.value, dict):
+            raise doc.error(doc.name("carbon_intensity"), "expected a mapping: {csv: FILE, "
+                            "start: ..., column: ...} or {g_per_kwh: [...]}", carbon_item.line)
+        carbon = read_carbon(path, _Fields(path, carbon_item, "carbon_intensity"))
+    carbon_price = doc.number("carbon_price", default=0.0, minimum=0.0)
+    if carbon_price and carbon is None:
+        raise doc.error(doc.name("carbon_price"), "a carbon price needs the grid's "
+                        "carbon_intensity (a series in gCO2eq/kWh)", doc.require(
+                            "carbon_price").line)
 
     types_item = doc.require("gpu_types")
     types_doc = _Fields(path, types_item, "gpu_types")
@@ -257,8 +285,15 @@ def read_cluster(path: Path, *, require_nodes: bool = True) -> Cluster:
                               f"lists only {covered} values; expected one per busy-GPU count",
                               gpus_item.line)
         nodes.append(Node(name, gpu_type, gpus))
-    return Cluster(_complete(path, types_item.line, gpu_types, from_catalogue, idle, restart,
-                             nodes), tuple(nodes), price, pue, overhead, tariff)
+    cluster = Cluster(_complete(path, types_item.line, gpu_types, from_catalogue, idle,
+                                restart, nodes), tuple(nodes), price, pue, overhead, tariff,
+                      carbon, carbon_price)
+    try:
+        _ = cluster.as_planned  # the price and carbon series must combine (same steps)
+    except ValueError as exc:
+        raise doc.error(doc.name("carbon_intensity"), str(exc), carbon_item.line
+                        if carbon_item is not None else None) from None
+    return cluster
 
 
 def read_tariff(path: Path, doc: "_Fields") -> Tariff:
@@ -270,33 +305,56 @@ def read_tariff(path: Path, doc: "_Fields") -> Tariff:
 
     `start` (a timestamp prefix found in the first column, or a row number from 0) is the row
     at simulation time 0; `scale` multiplies every price (e.g. USD to EUR)."""
-    doc.only("csv", "start", "unit", "scale", "eur_per_kwh", "step_s", "offset_s")
-    step = doc.number("step_s", default=3600.0, positive=True)
-    scale = doc.number("scale", default=1.0)
+    doc.only("csv", "start", "unit", "scale", "eur_per_kwh", "step_s", "offset_s", "column")
     unit_item = doc.get("unit")
     unit = str(unit_item.value) if unit_item is not None else None
     if unit not in (None, "MWh", "kWh"):
         raise doc.error(doc.name("unit"), f"expected MWh or kWh, got {unit!r}",
                         unit_item.line if unit_item is not None else None)
-    inline = doc.get("eur_per_kwh")
+    per_kwh = 1.0 if unit == "kWh" else 1e-3  # the green-dcc files are per MWh
+    return _read_series(path, doc, "eur_per_kwh", "a price", per_kwh, None, minimum=None)
+
+
+def read_carbon(path: Path, doc: "_Fields") -> Tariff:
+    """`carbon_intensity`: the grid's hourly carbon intensity in gCO2eq per kWh, from a CSV
+    (the Electricity Maps files green-dcc redistributes; `column` names the intensity, by
+    default the direct one) or inline, with the time handling of `energy_price`
+    (`read_tariff`). An intensity is never negative.
+
+        carbon_intensity: {csv: carbon_US-CAL-CISO_2023_hourly.csv, start: "2023-05-07"}
+        carbon_intensity: {g_per_kwh: [250, 180, 90, ...], step_s: 3600, offset_s: 0}"""
+    doc.only("csv", "start", "scale", "g_per_kwh", "step_s", "offset_s", "column")
+    return _read_series(path, doc, "g_per_kwh", "an intensity in gCO2eq/kWh", 1.0,
+                        CARBON_COLUMN, minimum=0.0)
+
+
+def _read_series(path: Path, doc: "_Fields", inline_key: str, what: str, per_unit: float,
+                 default_column: str | None, minimum: float | None) -> Tariff:
+    """A step series (`Tariff`) from `doc`: listed inline under `inline_key`, or read from
+    the CSV column `column` (default `default_column`, else the last), each value times
+    `per_unit` and `scale`, none below `minimum`; `start`, `step_s` and `offset_s` place it
+    in time."""
+    step = doc.number("step_s", default=3600.0, positive=True)
+    scale = doc.number("scale", default=1.0)
+    inline = doc.get(inline_key)
     if inline is not None:
         values = inline.value if isinstance(inline.value, list) else None
-        prices = []
+        out = []
         for i, v in enumerate(values or []):
             if isinstance(v.value, bool) or not isinstance(v.value, (int, float)) \
-                    or not math.isfinite(v.value):
-                raise doc.error(f"{doc.name('eur_per_kwh')}[{i}]",
-                                f"expected a price, got {v.value!r}", v.line)
-            prices.append(float(v.value) * scale)
-        if not prices:
-            raise doc.error(doc.name("eur_per_kwh"), "expected a non-empty list of prices",
+                    or not math.isfinite(v.value) or (minimum is not None
+                                                       and v.value < minimum):
+                raise doc.error(f"{doc.name(inline_key)}[{i}]",
+                                f"expected {what}, got {v.value!r}", v.line)
+            out.append(float(v.value) * scale)
+        if not out:
+            raise doc.error(doc.name(inline_key), "expected a non-empty list of values",
                             inline.line)
         offset = doc.number("offset_s", default=0.0, minimum=0.0)
-        return Tariff(tuple(prices), step, offset)
+        return Tariff(tuple(out), step, offset)
     csv_item = doc.require("csv")
     csv_path = path.parent / str(csv_item.value)
-    per_kwh = 1.0 if unit == "kWh" else 1e-3  # the green-dcc files are per MWh
-    stamps, prices = [], []
+    stamps, out = [], []
     try:
         handle = csv_path.open(newline="", encoding="utf-8")
     except OSError:
@@ -305,22 +363,28 @@ def read_tariff(path: Path, doc: "_Fields") -> Tariff:
         reader = csv.reader(handle)
         header = next(reader, None)
         if not header or len(header) < 2:
-            raise ScenarioError(csv_path, "expected a header with a timestamp and a price column",
-                                line=1)
+            raise ScenarioError(csv_path, f"expected a header with a timestamp column and "
+                                f"{what}", line=1)
+        names = [h.strip() for h in header]
         column_item = doc.get("column")
-        column = str(column_item.value) if column_item is not None else header[-1].strip()
-        if column not in [h.strip() for h in header]:
+        column = str(column_item.value) if column_item is not None else (
+            default_column if default_column in names else names[-1])
+        if column not in names:
             raise ScenarioError(csv_path, f"no column {column!r}; expected one of "
-                                f"{', '.join(h.strip() for h in header)}", line=1, field=column)
-        index = [h.strip() for h in header].index(column)
+                                f"{', '.join(names)}", line=1, field=column)
+        index = names.index(column)
         for row in reader:
             if not row or all(not c.strip() for c in row):
                 continue
-            prices.append(_float(csv_path, reader.line_num, column, row[index] if index < len(
-                row) else "") * per_kwh * scale)
+            value = _float(csv_path, reader.line_num, column, row[index] if index < len(
+                row) else "")
+            if minimum is not None and value < minimum:
+                raise ScenarioError(csv_path, f"expected {what} of at least {minimum:g}, "
+                                    f"got {value:g}", line=reader.line_num, field=column)
+            out.append(value * per_unit * scale)
             stamps.append(row[0].strip())
-    if not prices:
-        raise ScenarioError(csv_path, "no prices; expected one row per step", line=2)
+    if not out:
+        raise ScenarioError(csv_path, "no values; expected one row per step", line=2)
     start_item = doc.get("start")
     first = 0
     if start_item is not None:
@@ -334,10 +398,10 @@ def read_tariff(path: Path, doc: "_Fields") -> Tariff:
                                 f"{str(value)!r}; expected a timestamp like {stamps[0]!r}",
                                 start_item.line)
             first = matches[0]
-        if not 0 <= first < len(prices):
-            raise doc.error(doc.name("start"), f"expected a row from 0 to {len(prices) - 1}, "
+        if not 0 <= first < len(out):
+            raise doc.error(doc.name("start"), f"expected a row from 0 to {len(out) - 1}, "
                             f"got {first}", start_item.line)
-    return Tariff(tuple(prices), step, first * step)
+    return Tariff(tuple(out), step, first * step)
 
 
 def _complete(path: Path, line: int, *args) -> dict[str, GpuType]:
@@ -583,8 +647,16 @@ def cluster_document(cluster: Cluster) -> dict:
     if cluster.tariff is not None:
         t = cluster.tariff
         price = {"eur_per_kwh": list(t.prices), "step_s": t.step_s, "offset_s": t.offset_s}
+    carbon: dict = {}
+    if cluster.carbon is not None:
+        c = cluster.carbon
+        carbon["carbon_intensity"] = {"g_per_kwh": list(c.prices), "step_s": c.step_s,
+                                      "offset_s": c.offset_s}
+    if cluster.carbon_price:
+        carbon["carbon_price"] = cluster.carbon_price
     return {
         "energy_price": price,
+        **carbon,
         "pue": cluster.pue,
         "restart_overhead_s": cluster.restart_overhead_s,
         "gpu_types": {t.name: {"node_power_w": list(t.node_power_w),

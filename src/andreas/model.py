@@ -51,7 +51,10 @@ class GpuType:
 class Tariff:
     """A time-varying energy price: `prices[i]` (EUR per kWh, may be negative) holds from
     `(i * step_s - offset_s)` to `((i + 1) * step_s - offset_s)` in simulation seconds, so
-    time 0 falls `offset_s` into the series. Past its end the series repeats."""
+    time 0 falls `offset_s` into the series. Past its end the series repeats.
+
+    A grid's carbon intensity is the same kind of series (`Cluster.carbon`: gCO2eq per kWh in
+    `prices`, never negative): emissions integrate it as the energy cost integrates a price."""
 
     prices: tuple[float, ...]
     step_s: float = 3600.0
@@ -116,13 +119,15 @@ class Cluster:
     pue: float = 1.0
     restart_overhead_s: float = 0.0
     tariff: Tariff | None = None  # a time-varying price; None: `energy_price` always
+    carbon: Tariff | None = None  # the grid's carbon intensity (gCO2eq/kWh); None: unknown
+    carbon_price: float = 0.0  # EUR per tonne CO2eq emitted, in the objective (0: not priced)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gpu_types", MappingProxyType(dict(self.gpu_types)))
 
     def __reduce__(self):  # read-only mappings do not pickle; worker processes need this
         return (Cluster, (dict(self.gpu_types), self.nodes, self.energy_price, self.pue,
-                          self.restart_overhead_s, self.tariff))
+                          self.restart_overhead_s, self.tariff, self.carbon, self.carbon_price))
 
     @cached_property
     def total_gpus(self) -> int:
@@ -149,6 +154,56 @@ class Cluster:
         if self.tariff is None:
             return watts * (t1 - t0) * self.eur_per_joule()
         return watts * self.tariff.integral(t0, t1) * self.pue / 3.6e6
+
+    def carbon_g(self, watts: float, t0: float, t1: float) -> float:
+        """Grams CO2eq emitted by drawing `watts` (IT equipment; the facility's PUE included)
+        from t0 to t1: the carbon intensity integrated over the interval (0 without one)."""
+        if self.carbon is None:
+            return 0.0
+        return watts * self.carbon.integral(t0, t1) * self.pue / 3.6e6
+
+    @cached_property
+    def as_planned(self) -> "Cluster":
+        """The cluster as policies see it: with a carbon price, the price they weigh energy by
+        is the tariff plus the carbon price times the intensity (`priced_tariff`), so every
+        estimate, score and step prices carbon through the one energy formula (the view keeps
+        the intensity, for policies that read it, at a carbon price of 0: not counted twice).
+        Without a carbon price, this cluster itself (decisions exactly as without carbon)."""
+        if self.carbon is None or self.carbon_price == 0.0:
+            return self
+        tariff = priced_tariff(self.tariff or self.energy_price, self.carbon,
+                               self.carbon_price * 1e-6)
+        mean = tariff.mean(0.0, tariff.period_s - tariff.offset_s)
+        return Cluster(self.gpu_types, self.nodes, mean, self.pue, self.restart_overhead_s,
+                       tariff, self.carbon, 0.0)
+
+
+MAX_SERIES_STEPS = 1_000_000  # a combined price series longer than this is refused
+
+
+def priced_tariff(price: "Tariff | float", carbon: Tariff, eur_per_g: float) -> Tariff:
+    """The series price + `eur_per_g` x intensity (EUR per kWh), on the carbon series' steps.
+    A price series must have the same step and its boundaries on the carbon series' (as two
+    hourly series do); the combination repeats after both have (their lengths' least common
+    multiple of steps)."""
+    if isinstance(price, Tariff):
+        if price.step_s != carbon.step_s or (price.offset_s - carbon.offset_s) % price.step_s:
+            raise ValueError(f"the price series (steps of {price.step_s:g} s, offset "
+                             f"{price.offset_s:g} s) and the carbon series (steps of "
+                             f"{carbon.step_s:g} s, offset {carbon.offset_s:g} s) must change "
+                             f"at the same times")
+        n = math.lcm(len(price.prices), len(carbon.prices))
+    else:
+        n = len(carbon.prices)
+    if n > MAX_SERIES_STEPS:
+        raise ValueError(f"the price and carbon series together repeat only after {n} steps "
+                         f"(at most {MAX_SERIES_STEPS}); give series of equal lengths")
+    values = []
+    for k in range(n):
+        at = price.price_at(k * carbon.step_s - carbon.offset_s + 0.5 * carbon.step_s) \
+            if isinstance(price, Tariff) else price
+        values.append(at + eur_per_g * carbon.prices[k % len(carbon.prices)])
+    return Tariff(tuple(values), carbon.step_s, carbon.offset_s)
 
 
 @dataclass(frozen=True)

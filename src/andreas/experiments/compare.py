@@ -26,11 +26,12 @@ from .stats import mean_ci
 BASELINES = ("fifo", "edf", "ps")
 RUN_COLUMNS = ("instance", "policy", "seed", "total_cost", "energy_cost", "tardiness_cost",
                "energy_kwh", "tardy_jobs", "total_tardiness_s", "makespan_s", "restarts",
-               "rescheduling_points")
+               "rescheduling_points", "emissions_kg", "carbon_cost")  # (empty without carbon)
 TIMING_COLUMNS = ("instance", "policy", "seed", "scheduler_seconds")
 JOB_COLUMNS = ("instance", "policy", "seed", "job_id", "submit_time", "due_date",
                "completion_time", "lateness_s", "tardiness_cost", "energy_cost", "restarts")
 CI_METRICS = ("total_cost", "energy_cost", "tardiness_cost", "tardy_jobs", "restarts")
+CARBON_METRICS = ("emissions_kg", "carbon_cost")  # where every run knows the grid's intensity
 
 
 @dataclass
@@ -125,7 +126,9 @@ def summarize(rows: Sequence[dict], policies: Sequence[str],
     for p in policies:
         mine = [r for r in rows if r["policy"] == p]
         entry: dict = {"policy": p, "runs": len(mine)}
-        for m in CI_METRICS:
+        metrics = CI_METRICS + tuple(m for m in CARBON_METRICS
+                                     if rows and all(r.get(m) is not None for r in rows))
+        for m in metrics:
             est = mean_ci(_instance_means(mine, m))
             entry[f"{m}_mean"], entry[f"{m}_ci_low"], entry[f"{m}_ci_high"] = \
                 est.mean, est.low, est.high

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import AndreasError
-from . import baselines, greedy, improved  # noqa: F401  (registers the policies)
+from . import baselines, carbon_threshold, greedy, improved  # noqa: F401  (registers them)
 from .base import Assignment, JobView, Plan, Policy, Snapshot
 from .registry import POLICIES, check_options
 

@@ -18,6 +18,7 @@ REASON_KINDS = {
     "held_for_company": "held for company until {until}",
     "waiting_for_gpus": "waiting for GPUs on node {node} until {until}",
     "deferred": "deferred to a cheaper hour until {until}",
+    "carbon_threshold": "waiting for a cleaner grid (under {detail}) until {until}",
     "no_capacity": "no capacity: no free GPUs in a configuration it can use",
     "paused_for": "paused for job {job}",
     "consolidated": "waiting: the queue runs on fewer powered nodes and still ends in time",

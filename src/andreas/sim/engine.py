@@ -16,7 +16,7 @@ import time as wallclock
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Mapping, Sequence
 
-from ..cost import job_draw_w, node_draw_w, tardiness_cost
+from ..cost import carbon_cost, job_draw_w, node_draw_w, tardiness_cost
 from ..errors import AndreasError
 from ..model import Cluster, GpuType, Job, Node, Scenario, Segment
 from ..policies import pinning
@@ -79,6 +79,7 @@ class _JobState:
     completion: float | None = None
     energy_joules: float = 0.0
     energy_eur: float = 0.0  # with a tariff, priced interval by interval
+    emissions_g: float = 0.0  # with the grid's carbon intensity, interval by interval
     stamp: int = 0  # bumped at each new stretch: older completion events no longer hold
 
 
@@ -111,6 +112,7 @@ class JobRecord:
     tardiness_cost: float
     energy_cost: float
     restarts: int
+    emissions_kg: float | None = None  # with the grid's carbon intensity (Cluster.carbon)
 
 
 @dataclass
@@ -126,19 +128,24 @@ class SimulationResult:
     period: float | None = None
     summary: dict = field(default_factory=dict)
     energy_eur: float | None = None  # set with a tariff: the price integrated over time
+    emissions_g: float | None = None  # set with the grid's carbon intensity
 
     def __post_init__(self) -> None:
         cluster = self.scenario.cluster
         energy = (self.energy_joules * cluster.eur_per_joule() if self.energy_eur is None
                   else self.energy_eur)
         tardiness = sum(r.tardiness_cost for r in self.jobs)
+        carbon = {} if self.emissions_g is None else {
+            "carbon_cost": carbon_cost(cluster, self.emissions_g),
+            "emissions_kg": self.emissions_g / 1000.0}
         self.summary = {
             "policy": self.policy,
             "seed": self.seed,
             "scenario": self.scenario.name,
-            "total_cost": energy + tardiness,
+            "total_cost": energy + carbon.get("carbon_cost", 0.0) + tardiness,
             "energy_cost": energy,
             "tardiness_cost": tardiness,
+            **carbon,
             "energy_kwh": self.energy_joules / 3.6e6,
             "jobs": len(self.jobs),
             "tardy_jobs": sum(1 for r in self.jobs if r.tardiness_s > 0),
@@ -186,7 +193,8 @@ class Simulator:
         self.every_round = every_round
         self.first_start_overhead = first_start_overhead
         self.scenario = scenario
-        self.cluster = scenario.cluster
+        self.cluster = scenario.cluster  # what the energy costs and emits (the accounting)
+        self.seen = scenario.cluster.as_planned  # what policies see: carbon priced in
         self.policy = policy
         self.period = period
         self.seed = seed
@@ -200,7 +208,10 @@ class Simulator:
         self.states: dict[str, _JobState] = {}
         self.energy_joules = 0.0
         self.energy_eur = 0.0
-        self.tariff = self.cluster.tariff
+        self.emissions_g = 0.0
+        self.tariff = self.seen.tariff  # the policy is asked again when its price changes
+        self.priced = self.cluster.energy_eur if self.cluster.tariff is not None else None
+        self.emits = self.cluster.carbon_g if self.cluster.carbon is not None else None
         self.scheduler_seconds = 0.0
         self.points = 0
         self.start = start
@@ -338,7 +349,7 @@ class Simulator:
         """Node energy over [t0, t1], during which its draw is constant; `restarting` are the
         stretches on it whose restarts draw less (GpuType.restart_w)."""
         dt = t1 - t0
-        priced = self.cluster.energy_eur if self.tariff is not None else None
+        priced, emits = self.priced, self.emits
         b = node.busy
         saved = node.saved + sum(st.restart_saved_w for st in restarting
                                  if t0 < st.restart_end) if b else 0.0
@@ -347,6 +358,8 @@ class Simulator:
             self.energy_joules += watts * dt
             if priced:
                 self.energy_eur += priced(watts, t0, t1)
+            if emits:
+                self.emissions_g += emits(watts, t0, t1)
         if not node.jobs:
             return
         for s in node.jobs.values():  # each job's share, less what it saves (more while it
@@ -357,13 +370,15 @@ class Simulator:
             s.energy_joules += share * dt
             if priced:
                 s.energy_eur += priced(share, t0, t1)
+            if emits:
+                s.emissions_g += emits(share, t0, t1)
 
     # ------------------------------------------------------------------ decisions
     def _decide(self, now: float, active: dict[str, _JobState]) -> None:
         if self.waiting_only:
             self._decide_waiting(now, active)
             return
-        snapshot = Snapshot(now, self.cluster, self.scenario.profiles,
+        snapshot = Snapshot(now, self.seen, self.scenario.profiles,
                             self._views(active.values(), now), self.first_start_overhead)
         self.points += 1
         plan = self._ask(snapshot, lambda snap: pinning.decide(self.policy, snap))
@@ -442,7 +457,7 @@ class Simulator:
                     if part is None:
                         part = self._partial[key] = replace(node, gpus=free)
                     nodes.append(part)
-            self._free = (self.held_changes, replace(self.cluster, nodes=tuple(nodes)))
+            self._free = (self.held_changes, replace(self.seen, nodes=tuple(nodes)))
         return self._free[1]
 
     @staticmethod
@@ -536,12 +551,14 @@ class Simulator:
                                      s.completion, tardy,
                                      tardiness_cost(job.tardiness_weight, s.completion,
                                                     job.due_date),
-                                     s.energy_joules * eur_per_j if self.tariff is None
-                                     else s.energy_eur, s.restarts))
+                                     s.energy_joules * eur_per_j if self.priced is None
+                                     else s.energy_eur, s.restarts,
+                                     None if self.emits is None else s.emissions_g / 1000.0))
         result = SimulationResult(self.policy.name, self.seed, self.scenario, self.segments,
                                   records, self.points, self.scheduler_seconds,
                                   self.energy_joules, self.period,
-                                  energy_eur=None if self.tariff is None else self.energy_eur)
+                                  energy_eur=None if self.priced is None else self.energy_eur,
+                                  emissions_g=None if self.emits is None else self.emissions_g)
         stats = getattr(self.policy, "stats", None)  # e.g. milp: time-outs and worst gap
         if isinstance(stats, dict):
             result.summary["policy_stats"] = dict(stats)

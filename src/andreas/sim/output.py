@@ -117,11 +117,17 @@ def recompute(scenario: Scenario, out_dir: str | Path) -> CostBreakdown:
 
 
 def read_job_records(path: str | Path) -> list[JobRecord]:
-    def record(row: dict) -> JobRecord:
-        numbers = {c: float(row[c]) for c in JOB_COLUMNS[1:-1]}
-        return JobRecord(job_id=row["job_id"], restarts=int(row["restarts"]), **numbers)
+    # emissions_kg is optional (outputs written before carbon lack it) and empty without a
+    # carbon intensity
+    required = tuple(c for c in JOB_COLUMNS if c != "emissions_kg")
 
-    return _read_rows(path, JOB_COLUMNS, record)
+    def record(row: dict) -> JobRecord:
+        numbers = {c: float(row[c]) for c in required if c not in ("job_id", "restarts")}
+        emitted = row.get("emissions_kg")
+        return JobRecord(job_id=row["job_id"], restarts=int(row["restarts"]), **numbers,
+                         emissions_kg=float(emitted) if emitted else None)
+
+    return _read_rows(path, required, record)
 
 
 def load_output(out_dir: str | Path):

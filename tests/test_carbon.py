@@ -1,0 +1,222 @@
+"""Grid carbon intensity beside price (issue 45): emissions integrated by hand, recomputed from
+segments, priced into the objective through the one energy formula (Cluster.as_planned),
+decisions unchanged at a carbon price of 0, a job that waits for a cleaner hour only when its
+slack allows, the threshold baseline, and bad series named by file, line and field."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+
+import pytest
+
+from andreas.cost import account_segments
+from andreas.errors import ScenarioError
+from andreas.io import load_scenario, read_cluster, write_scenario
+from andreas.model import Cluster, GpuType, Job, Node, Profiles, Scenario, Tariff
+from andreas.policies import make_policy
+from andreas.sim.engine import simulate
+from andreas.sim.generate import generate_paper_style, load_template
+from andreas.sim.output import read_job_records, recompute, write_result
+
+H = 3600.0
+
+
+def one_node(carbon: Tariff | None = None, carbon_price: float = 0.0, price: float = 0.1,
+             watts: float = 100.0) -> Cluster:
+    return Cluster({"g": GpuType("g", (watts,))}, (Node("a", "g", 1),), price, 1.0, 0.0,
+                   None, carbon, carbon_price)
+
+
+def test_emissions_integrated_across_an_hour_boundary_by_hand(tmp_path):
+    """100 W from 1800 s to 5400 s under 200 then 100 g/kWh: 100 W x (0.5 h x 200 + 0.5 h x
+    100) g/kWh = 15 g; at 50 EUR/t that is 0.00075 EUR, added to the total."""
+    cluster = one_node(Tariff((200.0, 100.0), H), carbon_price=50.0)
+    scenario = Scenario(cluster, Profiles({"p": {("g", 1): 1.0}}),
+                        (Job("a", 1800.0, 1e9, 0.01, 3600.0, "p"),))
+    result = simulate(scenario, make_policy("fifo"))
+    s = result.summary
+    assert s["emissions_kg"] == pytest.approx(0.015, rel=1e-12)
+    assert s["carbon_cost"] == pytest.approx(50 * 15e-6, rel=1e-12)
+    assert s["energy_cost"] == pytest.approx(100 * 3600 * 0.1 / 3.6e6, rel=1e-12)
+    assert s["total_cost"] == pytest.approx(s["energy_cost"] + s["carbon_cost"], rel=1e-12)
+    assert result.jobs[0].emissions_kg == pytest.approx(0.015, rel=1e-12)
+    again = account_segments(cluster, scenario.jobs, result.segments)
+    assert abs(again.emissions_g - 15.0) <= 1e-9
+    assert again.job_emissions_g == pytest.approx({"a": 15.0}, rel=1e-12)
+    assert abs(again.total_cost - s["total_cost"]) <= 1e-12
+    # written and read back: the output's cluster.yaml carries the series, jobs.csv the column
+    out = write_result(result, tmp_path / "out")
+    assert read_job_records(out / "jobs.csv")[0].emissions_kg == pytest.approx(0.015)
+    assert recompute(scenario, out).emissions_g == pytest.approx(15.0, rel=1e-12)
+
+
+def test_no_intensity_no_emissions_reported():
+    scenario = Scenario(one_node(), Profiles({"p": {("g", 1): 1.0}}),
+                        (Job("a", 0.0, 1e9, 0.01, 60.0, "p"),))
+    result = simulate(scenario, make_policy("fifo"))
+    assert "emissions_kg" not in result.summary and result.jobs[0].emissions_kg is None
+    assert account_segments(scenario.cluster, scenario.jobs, result.segments).emissions_g is None
+
+
+@pytest.mark.parametrize("policy", ["andreas", "greedy", "andreas-paper", "edf"])
+def test_a_carbon_price_of_zero_decides_exactly_as_today(policy):
+    base = generate_paper_style(load_template("paper"), 3, 2, 20000)
+    carbon = Tariff((420.0, 90.0, 250.0, 30.0), H, 1800.0)
+    with_carbon = dataclasses.replace(base, cluster=dataclasses.replace(
+        base.cluster, carbon=carbon, carbon_price=0.0))
+    a = simulate(base, make_policy(policy, seed=1))
+    b = simulate(with_carbon, make_policy(policy, seed=1))
+    assert list(a.segments) == list(b.segments)
+    assert b.summary["total_cost"] == a.summary["total_cost"]
+    assert b.summary["emissions_kg"] > 0 and b.summary["carbon_cost"] == 0.0
+
+
+def _cleaner_later(due: float, carbon_price: float) -> Scenario:
+    """One 1 kW node; the grid is dirty for two hours (800 g/kWh), then clean (20 g/kWh); the
+    electricity price is flat. One job of half an hour, submitted at 0."""
+    carbon = Tariff((800.0, 800.0, 20.0, 20.0, 20.0, 20.0, 800.0, 800.0), H)
+    return Scenario(one_node(carbon, carbon_price, price=0.05, watts=1000.0),
+                    Profiles({"p": {("g", 1): 1.0}}), (Job("a", 0.0, due, 0.01, 1800.0, "p"),))
+
+
+def test_andreas_waits_for_a_cleaner_hour_when_the_slack_allows():
+    """At 1,000 EUR/t the dirty hours cost 0.05 + 0.8 EUR/kWh, the clean ones 0.07: the job
+    (due in 6 h) starts when the grid turns clean, and emits 10 g instead of 400."""
+    result = simulate(_cleaner_later(6 * H, 1000.0), make_policy("andreas", seed=1))
+    assert result.jobs[0].first_start == 2 * H and result.jobs[0].tardiness_s == 0.0
+    assert result.summary["emissions_kg"] == pytest.approx(0.5 * 20 / 1000)
+    # ... and not without a carbon price (the price is flat), nor when its due date has no
+    # room for the wait (due at 2,000 s: it starts now)
+    assert simulate(_cleaner_later(6 * H, 0.0),
+                    make_policy("andreas", seed=1)).jobs[0].first_start == 0.0
+    tight = simulate(_cleaner_later(2000.0, 1000.0), make_policy("andreas", seed=1))
+    assert tight.jobs[0].first_start == 0.0 and tight.jobs[0].tardiness_s == 0.0
+
+
+def test_the_threshold_baseline_waits_for_the_threshold_or_its_maximum_delay():
+    scenario = _cleaner_later(6 * H, 0.0)
+    waits = simulate(scenario, make_policy("carbon-threshold", threshold_g=100.0))
+    assert waits.jobs[0].first_start == 2 * H  # intensity 800 until 2 h, then 20
+    bounded = simulate(scenario, make_policy("carbon-threshold", threshold_g=100.0,
+                                             max_delay_s=600.0))
+    assert bounded.jobs[0].first_start == 600.0
+    clean_enough = simulate(scenario, make_policy("carbon-threshold", threshold_g=900.0))
+    assert clean_enough.jobs[0].first_start == 0.0
+
+
+CLUSTER = """\
+energy_price: 0.1
+carbon_intensity: {csv: carbon.csv, start: "2023-07-01 01:00"}
+carbon_price: 80
+gpu_types:
+  g: {node_power_w: [100]}
+nodes:
+  - {name: a, gpu_type: g, gpus: 1}
+"""
+CARBON = """\
+Datetime (UTC),Country,Zone Name,Zone Id,Carbon Intensity gCO₂eq/kWh (direct),\
+Carbon Intensity gCO₂eq/kWh (LCA),Low Carbon Percentage
+2023-07-01 00:00:00,USA,CAISO,US-CAL-CISO,238.69,309.75,48.08
+2023-07-01 01:00:00,USA,CAISO,US-CAL-CISO,220.25,283.77,53.92
+2023-07-01 02:00:00,USA,CAISO,US-CAL-CISO,{third},190.0,60.0
+"""
+
+
+def test_cluster_reads_the_grids_carbon_series(tmp_path):
+    (tmp_path / "carbon.csv").write_text(CARBON.format(third="150.5"))
+    path = tmp_path / "cluster.yaml"
+    path.write_text(CLUSTER)
+    cluster = read_cluster(path)
+    assert cluster.carbon.prices == (238.69, 220.25, 150.5)  # the direct intensity
+    assert cluster.carbon.price_at(0.0) == 220.25 and cluster.carbon_price == 80.0
+    planned = cluster.as_planned  # 0.1 EUR/kWh + 80 EUR/t x 220.25 g/kWh at time 0
+    assert planned.tariff.price_at(0.0) == pytest.approx(0.1 + 80e-6 * 220.25)
+    assert planned.carbon_price == 0.0 and planned.carbon is cluster.carbon
+    path.write_text(CLUSTER.replace('start: "2023-07-01 01:00"',
+                                    'column: "Carbon Intensity gCO₂eq/kWh (LCA)"'))
+    assert read_cluster(path).carbon.prices == (309.75, 283.77, 190.0)
+
+
+@pytest.mark.parametrize("third, message", [
+    ("-5", "carbon.csv:4: field 'Carbon Intensity gCO₂eq/kWh (direct)': expected an "
+           "intensity in gCO2eq/kWh of at least 0"),
+    ("", "carbon.csv:4: field 'Carbon Intensity gCO₂eq/kWh (direct)': expected a number"),
+    ("dirty", "carbon.csv:4: field 'Carbon Intensity gCO₂eq/kWh (direct)': expected a number"),
+])
+def test_bad_carbon_series_name_the_file_line_and_field(tmp_path, third, message):
+    (tmp_path / "carbon.csv").write_text(CARBON.format(third=third))
+    path = tmp_path / "cluster.yaml"
+    path.write_text(CLUSTER)
+    with pytest.raises(ScenarioError) as info:
+        read_cluster(path)
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("energy_price: 0.1\ncarbon_price: 50\n", "field 'carbon_price': a carbon price needs"),
+    ("energy_price: 0.1\ncarbon_intensity: {g_per_kwh: [100, -1]}\n",
+     "field 'carbon_intensity.g_per_kwh[1]': expected an intensity"),
+    ("energy_price: {eur_per_kwh: [0.1, 0.2], step_s: 1800}\n"
+     "carbon_intensity: {g_per_kwh: [100, 50]}\ncarbon_price: 50\n",
+     "must change at the same times"),
+    ("energy_price: 0.1\ncarbon_intensity: 300\n", "field 'carbon_intensity': expected a "
+                                                    "mapping"),
+])
+def test_bad_carbon_settings_get_one_clear_line(tmp_path, text, message):
+    path = tmp_path / "cluster.yaml"
+    path.write_text(text + "gpu_types:\n  g: {node_power_w: [100]}\n"
+                           "nodes:\n  - {name: a, gpu_type: g, gpus: 1}\n")
+    with pytest.raises(ScenarioError) as info:
+        read_cluster(path)
+    assert message in str(info.value) and "cluster.yaml" in str(info.value)
+
+
+def test_a_doubled_brace_is_a_clear_error_not_a_traceback(tmp_path):
+    path = tmp_path / "cluster.yaml"
+    path.write_text("energy_price: 0.1\ncarbon_intensity: {{csv: carbon.csv}}\n")
+    with pytest.raises(ScenarioError) as info:
+        read_cluster(path)
+    assert "cluster.yaml:2" in str(info.value) and "a key is a list or a mapping" in str(
+        info.value)
+
+
+def test_a_scenario_with_carbon_round_trips(tmp_path):
+    base = generate_paper_style(load_template("paper"), 2, 1, 20000)
+    scenario = dataclasses.replace(base, cluster=dataclasses.replace(
+        base.cluster, carbon=Tariff((300.0, 120.0), H, 900.0), carbon_price=120.0))
+    write_scenario(scenario, tmp_path / "s")
+    again = load_scenario(tmp_path / "s")
+    assert again.cluster.carbon == scenario.cluster.carbon
+    assert again.cluster.carbon_price == 120.0
+    a = simulate(scenario, make_policy("andreas", seed=1)).summary
+    b = simulate(again, make_policy("andreas", seed=1)).summary
+    assert (a["total_cost"], a["emissions_kg"]) == (b["total_cost"], b["emissions_kg"])
+
+
+@pytest.mark.slow
+def test_simulate_account_and_compare_show_emissions_end_to_end(tmp_path):
+    """The command line: simulate prints and writes emissions, account recomputes them from
+    segments.csv, compare's table gives each policy's mean emissions."""
+    from test_cli import GOOD_CLUSTER, andreas, write
+
+    scenario = write(tmp_path / "s", cluster=GOOD_CLUSTER + "carbon_intensity: {g_per_kwh: "
+                     "[400, 100, 250]}\ncarbon_price: 90\n")
+    run = andreas("simulate", scenario, "--policy", "edf", "--out", tmp_path / "out")
+    assert run.returncode == 0, run.stderr
+    assert "kg CO2eq" in run.stdout
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["emissions_kg"] > 0
+    assert summary["total_cost"] == pytest.approx(summary["energy_cost"] + summary[
+        "carbon_cost"] + summary["tardiness_cost"], rel=1e-12)
+    account = andreas("account", scenario, tmp_path / "out")
+    assert account.returncode == 0, account.stdout + account.stderr
+    assert "emissions_kg" in account.stdout and "MISMATCH" not in account.stdout
+    table = andreas("compare", scenario, "--policies", "edf,carbon-threshold",
+                    "--out", tmp_path / "cmp")
+    assert table.returncode == 0, table.stderr
+    with (tmp_path / "cmp" / "table.csv").open() as f:
+        rows = {r["policy"]: r for r in csv.DictReader(f)}
+    assert set(rows) == {"edf", "carbon-threshold"}
+    assert float(rows["edf"]["emissions_kg_mean"]) == pytest.approx(summary["emissions_kg"])

@@ -220,3 +220,20 @@ def test_simulate_account_and_compare_show_emissions_end_to_end(tmp_path):
         rows = {r["policy"]: r for r in csv.DictReader(f)}
     assert set(rows) == {"edf", "carbon-threshold"}
     assert float(rows["edf"]["emissions_kg_mean"]) == pytest.approx(summary["emissions_kg"])
+
+
+def test_the_service_refuses_an_intensity_it_would_ignore(tmp_path):
+    """The live service does not account emissions yet: a cluster.yaml that gives an
+    intensity is one clear error, not a carbon price silently left out of its decisions."""
+    from conftest import write_service_files
+
+    from andreas.service.config import read_service_config
+
+    service = write_service_files(tmp_path / "svc")
+    cluster = tmp_path / "svc" / "cluster.yaml"
+    cluster.write_text(cluster.read_text().replace(
+        "energy_price: 0.2\n", "energy_price: 0.2\ncarbon_intensity: {g_per_kwh: [300]}\n"
+                               "carbon_price: 100\n"))
+    with pytest.raises(ScenarioError) as info:
+        read_service_config(service)
+    assert "cluster.yaml" in str(info.value) and "carbon_intensity" in str(info.value)

@@ -163,6 +163,10 @@ def read_service_config(path: str | Path) -> ServiceConfig:
     if cluster.tariff is not None:
         raise ScenarioError(cluster_path, "a time-varying energy_price is supported by the "
                             "simulator only, for now; expected a number here", field="energy_price")
+    if cluster.carbon is not None:
+        raise ScenarioError(cluster_path, "a grid carbon intensity is supported by the simulator "
+                            "only, for now (docs/carbon.md); expected no carbon_intensity here",
+                            field="carbon_intensity")
     profiles = Profiles({})
     if doc.get("profiles") is not None:
         profiles = read_profiles(base / text("profiles"), cluster)

@@ -237,3 +237,17 @@ def test_the_service_refuses_an_intensity_it_would_ignore(tmp_path):
     with pytest.raises(ScenarioError) as info:
         read_service_config(service)
     assert "cluster.yaml" in str(info.value) and "carbon_intensity" in str(info.value)
+
+
+def test_the_html_report_gives_each_policys_emissions(tmp_path):
+    from andreas.experiments.compare import compare
+    from andreas.experiments.report import write_report
+
+    base = generate_paper_style(load_template("paper"), 2, 1, 20000)
+    scenario = dataclasses.replace(base, cluster=dataclasses.replace(
+        base.cluster, carbon=Tariff((300.0, 120.0), H), carbon_price=50.0))
+    comparison = compare([scenario], ["fifo", "carbon-threshold"], [1])
+    page = write_report(comparison, tmp_path / "r").read_text()
+    assert "<th>kg CO2eq</th>" in page and "<th>carbon EUR</th>" in page
+    fifo = comparison.result_for(0, "fifo").summary["emissions_kg"]
+    assert f"<td>{fifo:,.2f}</td>" in page

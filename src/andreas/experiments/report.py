@@ -112,8 +112,11 @@ def render_html(title: str, summaries: Sequence[dict], table: Sequence[dict],
         f"<tr><td>{html.escape(s['name'])}</td><td>{s['nodes']}</td><td>{s['jobs']}</td>"
         f"<td>{_fmt(s['mean_interarrival_s'])}</td><td>{_fmt(s['offered_load'])}</td></tr>"
         for s in summaries)
+    carbon = bool(table) and "emissions_kg_mean" in table[0]  # the grid's intensity given
     head = ("<tr><th>policy</th><th>runs</th><th>total EUR (95 % CI)</th><th>energy EUR</th>"
-            "<th>tardiness EUR</th><th>tardy jobs</th><th>restarts</th><th>scheduler s</th>"
+            "<th>tardiness EUR</th>"
+            + ("<th>carbon EUR</th><th>kg CO2eq</th>" if carbon else "")
+            + "<th>tardy jobs</th><th>restarts</th><th>scheduler s</th>"
             + "".join(f"<th>vs {b}</th>" for b in baselines) + "</tr>")
     body = ""
     for r in table:
@@ -121,6 +124,8 @@ def render_html(title: str, summaries: Sequence[dict], table: Sequence[dict],
                  f"{_fmt(r['total_cost_mean'])} [{_fmt(r['total_cost_ci_low'])}, "
                  f"{_fmt(r['total_cost_ci_high'])}]",
                  _fmt(r["energy_cost_mean"]), _fmt(r["tardiness_cost_mean"]),
+                 *((_fmt(r["carbon_cost_mean"]), _fmt(r["emissions_kg_mean"])) if carbon
+                   else ()),
                  _fmt(r["tardy_jobs_mean"]), _fmt(r["restarts_mean"]),
                  _fmt(r["scheduler_seconds_mean"])]
         for b in baselines:

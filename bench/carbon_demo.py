@@ -1,6 +1,7 @@
 """Carbon-aware scheduling: emissions, energy cost and tardiness per policy and carbon price.
 
-Replays the paper scenario (10 nodes, λ = 10000 s, 101 jobs over about 29 hours) under the real
+Replays the paper scenario (10 nodes, λ = 10000 s, 101 jobs over about 29 hours), or windows
+of a zoo family (`--workload philly-windows`: real jobs and due dates), under the real
 hourly wholesale prices (0.92 EUR per USD) and the real hourly carbon intensity (direct,
 gCO2eq/kWh) of the same zone and days, both from green-dcc (../shared/data/public; the
 intensity is Electricity Maps'): CAISO from 2023-05-07 and PJM from 2023-09-12. For each
@@ -9,15 +10,18 @@ it compares fifo, edf, andreas and the carbon-threshold baseline (threshold: the
 median intensity; maximum delay 4 h). Writes a Markdown table (default bench/carbon.md).
 
     python bench/carbon_demo.py [--instances 3] [--carbon-prices 0,100,400]
+    python bench/carbon_demo.py --workload philly-windows --carbon-prices 0,100 --append
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 from dataclasses import replace
 from pathlib import Path
 
+import yaml
 from benchmeta import measured_line
 
 from andreas.io import Fields, load_located_yaml, read_carbon, read_tariff
@@ -46,8 +50,26 @@ def series(key: str, text: str, reader) -> Tariff:
         path.unlink()
 
 
-def run(instances: int, carbon_prices: list[float]) -> list[str]:
+def paper_instances(instances: int) -> list[Scenario]:
+    """The paper scenario (10 nodes, λ = 10000 s), seeds 1..instances."""
+    return [generate_paper_style(load_template("paper"), 10, seed, lam=10000)
+            for seed in range(1, instances + 1)]
+
+
+def zoo_instances(family: str, instances: int) -> list[Scenario]:
+    """A zoo family's first instances (bench/zoo/families.yaml: e.g. philly-windows, 120 real
+    jobs from each start on a 6-node, 8-GPU cluster)."""
+    sys.path.insert(0, str(ROOT / "bench" / "zoo"))
+    from run import build_family  # bench/zoo/run.py
+
+    recipes = yaml.safe_load((ROOT / "bench" / "zoo" / "families.yaml").read_text())["families"]
+    return build_family(family, recipes[family], instances)
+
+
+def run(instances: int, carbon_prices: list[float], workload: str) -> list[str]:
     lines = []
+    bases = paper_instances(instances) if workload == "paper" else zoo_instances(workload,
+                                                                                  instances)
     for window, (zone, start) in ZONES.items():
         price = series("energy_price", f"{{csv: '{DATA / f'price_{zone}_2023_hourly_usd_mwh.csv'}'"
                        f", start: '{start}', scale: 0.92}}", read_tariff)
@@ -61,8 +83,7 @@ def run(instances: int, carbon_prices: list[float]) -> list[str]:
                   "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for carbon_price in carbon_prices:
             rows: dict[str, list[tuple[float, ...]]] = {p: [] for p in POLICIES}
-            for seed in range(1, instances + 1):
-                base = generate_paper_style(load_template("paper"), 10, seed, lam=10000)
+            for seed, base in enumerate(bases, 1):
                 cluster = replace(base.cluster, tariff=price, energy_price=price.mean(0, 86400),
                                   carbon=carbon, carbon_price=carbon_price)
                 scenario = Scenario(cluster, base.profiles, base.jobs, f"{window} #{seed}")
@@ -84,15 +105,24 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--instances", type=int, default=3)
     ap.add_argument("--carbon-prices", default="0,100,400")
+    ap.add_argument("--append", action="store_true", help="add to --out, not replace it")
+    ap.add_argument("--workload", default="paper",
+                    help="paper, or a zoo family (philly-windows, alibaba-windows, ...)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "carbon.md")
     args = ap.parse_args()
     prices = [float(x) for x in args.carbon_prices.split(",")]
-    lines = ["# Carbon price, emissions, cost and tardiness per policy", "",
-             measured_line(), f"Means over {args.instances} generated paper instances "
-             "(seeds 1..n); total = energy + carbon (the carbon price x the emissions) + "
-             "tardiness. See docs/carbon.md."]
-    lines += run(args.instances, prices)
-    args.out.write_text("\n".join(lines) + "\n")
+    what = ("generated paper instances (seeds 1..n)" if args.workload == "paper" else
+            f"instances of the zoo family {args.workload} (bench/zoo/families.yaml)")
+    lines = [f"## {args.workload}", "", measured_line(),
+             f"Means over the first {args.instances} {what}; total = energy + carbon (the "
+             "carbon price x the emissions) + tardiness. See docs/carbon.md."]
+    lines += run(args.instances, prices, args.workload)
+    text = "\n".join(lines) + "\n"
+    if args.append and args.out.exists():
+        text = args.out.read_text() + "\n" + text
+    else:
+        text = "# Carbon price, emissions, cost and tardiness per policy\n\n" + text
+    args.out.write_text(text)
     print(f"wrote {args.out}")
 
 

@@ -220,6 +220,13 @@ def test_simulate_account_and_compare_show_emissions_end_to_end(tmp_path):
         rows = {r["policy"]: r for r in csv.DictReader(f)}
     assert set(rows) == {"edf", "carbon-threshold"}
     assert float(rows["edf"]["emissions_kg_mean"]) == pytest.approx(summary["emissions_kg"])
+    sweep = andreas("sweep", scenario, "--carbon-prices", "0,90", "--policies",
+                    "edf,carbon-threshold", "--out", tmp_path / "sw", "--workers", "1")
+    assert sweep.returncode == 0, sweep.stderr
+    assert "| 90 | edf | 1 |" in sweep.stdout and (tmp_path / "sw" / "pareto.png").exists()
+    bad = andreas("sweep", scenario, "--carbon-prices", "0,-1", "--out", tmp_path / "bad")
+    assert bad.returncode != 0 and "--carbon-prices '0,-1'" in bad.stderr + bad.stdout
+    assert "Traceback" not in bad.stderr
 
 
 def test_the_service_refuses_an_intensity_it_would_ignore(tmp_path):
@@ -251,3 +258,132 @@ def test_the_html_report_gives_each_policys_emissions(tmp_path):
     assert "<th>kg CO2eq</th>" in page and "<th>carbon EUR</th>" in page
     fifo = comparison.result_for(0, "fifo").summary["emissions_kg"]
     assert f"<td>{fifo:,.2f}</td>" in page
+
+
+def _carbon_dirs(tmp_path, intensity: bool = True) -> list[str]:
+    """Two small generated scenarios written as directories, with an intensity series."""
+    dirs = []
+    for k in (1, 2):
+        base = generate_paper_style(load_template("paper"), 2, k, 20000)
+        cluster = dataclasses.replace(base.cluster, carbon=Tariff((300.0, 120.0, 40.0), H)
+                                      if intensity else None)
+        write_scenario(dataclasses.replace(base, cluster=cluster), tmp_path / f"w{k}")
+        dirs.append(str(tmp_path / f"w{k}"))
+    return dirs
+
+
+def _sweep(dirs, prices=(0.0, 200.0)):
+    from andreas.experiments.sweep import SweepConfig
+
+    return SweepConfig("paper", (), (), 1, ("fifo", "andreas"), (1,), None, {},
+                       tuple(dirs), prices)
+
+
+def test_a_carbon_sweep_runs_each_scenario_at_each_price(tmp_path):
+    """`andreas sweep DIRS --carbon-prices`: one row per scenario, price, policy and seed, each
+    equal to simulating that scenario at that price; the table's means and the Pareto figure's
+    points are those rows' means; a resumed sweep writes the same bytes."""
+    from andreas.experiments.pareto import pareto_data
+    from andreas.experiments.sweep import read_rows, run_sweep, write_sweep_outputs
+
+    dirs = _carbon_dirs(tmp_path)
+    config = _sweep(dirs)
+    rows, ran = run_sweep(config, None, tmp_path / "sw")
+    assert ran == len(rows) == 2 * 2 * 2
+    header = (tmp_path / "sw" / "sweep.csv").read_text().splitlines()[0]
+    assert header == ("scenario,carbon_price,policy,seed,total_cost,energy_cost,tardiness_cost,"
+                      "tardy_jobs,restarts,jobs,emissions_kg,carbon_cost")
+    for row in rows:
+        base = load_scenario(row["scenario"])
+        scenario = dataclasses.replace(base, cluster=dataclasses.replace(
+            base.cluster, carbon_price=row["carbon_price"]))
+        s = simulate(scenario, make_policy(row["policy"], seed=1)).summary
+        assert (row["total_cost"], row["emissions_kg"], row["carbon_cost"]) == (
+            s["total_cost"], s["emissions_kg"], s["carbon_cost"])
+    fifo = [r for r in rows if r["policy"] == "fifo"]  # fifo ignores prices: same emissions
+    assert {r["emissions_kg"] for r in fifo if r["scenario"] == dirs[0]} == {
+        fifo[0]["emissions_kg"]}
+    assert all(r["carbon_cost"] == pytest.approx(r["carbon_price"] * r["emissions_kg"] / 1000)
+               for r in rows)
+
+    assert write_sweep_outputs(rows, config.policies, tmp_path / "sw", config) == "table.md"
+    table = (tmp_path / "sw" / "table.md").read_text()
+    mean = sum(r["emissions_kg"] for r in rows
+               if r["policy"] == "andreas" and r["carbon_price"] == 200.0) / 2
+    assert "| 200 | andreas | 2 |" in table and f"{mean:.3f} (±" in table
+    with (tmp_path / "sw" / "summary.csv").open() as f:
+        summary = [{k: (v if k == "policy" else float(v)) for k, v in r.items()}
+                   for r in csv.DictReader(f)]
+    points = pareto_data(summary, ["andreas"])
+    assert list(points["andreas"]["carbon_price"]) == [0.0, 200.0]
+    assert points["andreas"]["emissions_kg"][1] == pytest.approx(mean, rel=1e-12)
+    assert (tmp_path / "sw" / "pareto.png").stat().st_size > 0
+
+    _, first = run_sweep(config, None, tmp_path / "resumed", max_runs=3)
+    _, rest = run_sweep(config, None, tmp_path / "resumed")
+    assert (first, rest) == (3, 5)
+    assert (tmp_path / "resumed" / "sweep.csv").read_bytes() == (
+        tmp_path / "sw" / "sweep.csv").read_bytes()
+    assert len(read_rows(tmp_path / "sw" / "sweep.csv", config)) == 8
+
+
+def test_the_pareto_front_keeps_only_points_nothing_beats():
+    from andreas.experiments.pareto import pareto_front
+
+    points = [(5.0, 10.0), (3.0, 12.0), (4.0, 9.0), (6.0, 8.0), (3.0, 12.0), (7.0, 8.0),
+              (2.0, 20.0)]
+    # (5, 10) is beaten by (4, 9); (7, 8) by (6, 8); the copy of (3, 12) counts once
+    assert pareto_front(points) == [(2.0, 20.0), (3.0, 12.0), (4.0, 9.0), (6.0, 8.0)]
+
+
+def test_a_carbon_sweep_without_an_intensity_names_the_file_and_writes_nothing(tmp_path):
+    from andreas.experiments.sweep import run_sweep
+
+    dirs = _carbon_dirs(tmp_path, intensity=False)
+    with pytest.raises(ScenarioError) as info:
+        run_sweep(_sweep(dirs), None, tmp_path / "sw")
+    assert str(info.value).startswith(f"{dirs[0]}/cluster.yaml: field 'carbon_intensity'")
+    assert not (tmp_path / "sw" / "sweep.csv").exists()
+    assert not (tmp_path / "sw" / "sweep-settings.json").exists()
+
+
+@pytest.mark.parametrize("prices, message", [
+    ("0,x", "expected comma-separated numbers"), ("0,-5", "distinct numbers >= 0"),
+    ("50,50", "distinct numbers >= 0"), ("nan", "distinct numbers >= 0")])
+def test_bad_carbon_prices_get_one_clear_line(prices, message):
+    from andreas.cli import parse_carbon_prices
+    from andreas.errors import AndreasError
+
+    with pytest.raises(AndreasError, match=message):
+        parse_carbon_prices(prices)
+
+
+def test_the_emissions_figure_adds_up_to_each_runs_emissions():
+    """The report's emissions-over-time data ends at the run's own emissions (idle draw, every
+    hour boundary), and is drawn only when the cluster gives an intensity."""
+    from andreas.experiments import figures as F
+
+    base = generate_paper_style(load_template("paper"), 2, 1, 20000)
+    scenario = dataclasses.replace(base, cluster=dataclasses.replace(
+        base.cluster, carbon=Tariff((300.0, 120.0, 40.0), H, 600.0)))
+    for policy in ("fifo", "andreas"):
+        result = simulate(scenario, make_policy(policy, seed=1))
+        data = F.emissions_data(result.segments, scenario.cluster)
+        assert data.emitted_kg[-1] == pytest.approx(result.summary["emissions_kg"], rel=1e-9)
+        assert list(data.emitted_kg) == sorted(data.emitted_kg)
+        assert set(data.intensity_g) <= {300.0, 120.0, 40.0}
+        assert 3000.0 in data.times  # an hour boundary of the series (offset 600 s)
+    assert F.emissions_data(result.segments, base.cluster).times.size == 0
+
+
+def test_the_report_draws_emissions_over_time_only_with_an_intensity(tmp_path):
+    from andreas.experiments.report import single_run_figures
+
+    base = generate_paper_style(load_template("paper"), 2, 1, 20000)
+    run = simulate(base, make_policy("fifo"))
+    assert "emissions.png" not in single_run_figures(
+        base.cluster, {"fifo": (run.segments, run.jobs)}, tmp_path)
+    cluster = dataclasses.replace(base.cluster, carbon=Tariff((300.0, 120.0), H))
+    assert "emissions.png" in single_run_figures(
+        cluster, {"fifo": (run.segments, run.jobs)}, tmp_path)
+    assert (tmp_path / "emissions.png").stat().st_size > 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import sys
 import typing
 from functools import wraps
@@ -417,11 +418,19 @@ def plot_cmd(
 @user_errors
 @with_policy_flags
 def sweep_cmd(
+    scenario_dirs: Optional[list[Path]] = typer.Argument(
+        None, help="Scenario directories to sweep (e.g. trace windows from import-trace) "
+        "instead of generated instances; --nodes, --lambdas, --instances and --scenario are "
+        "then not used."),
     out: Path = typer.Option(..., help="Sweep directory (sweep.csv, summary.csv, "
-                             "reductions.md, plots). Rerun to resume."),
+                             "reductions.md or table.md, plots). Rerun to resume."),
     nodes: str = typer.Option("2,5,10,20", help="Node counts."),
     lambdas: str = typer.Option("5000,10000,20000,50000", "--lambdas", help="Values of λ (s)."),
     instances: int = typer.Option(5, min=1, help="Instances K per (nodes, λ)."),
+    carbon_prices: Optional[str] = typer.Option(
+        None, "--carbon-prices", help="Carbon prices (EUR per tonne CO2eq), e.g. "
+        "0,50,100,200,400: run every instance at each, keeping its carbon intensity; writes "
+        "table.md and pareto.png (docs/carbon.md)."),
     policies: str = typer.Option("fifo,edf,ps,greedy,andreas", help="Comma-separated policies."),
     seeds: str = typer.Option("1", help="Seeds of randomised policies."),
     scenario: str = typer.Option("paper", help="Template: 'paper' or a template directory."),
@@ -431,7 +440,8 @@ def sweep_cmd(
     set_options: Optional[list[str]] = SetOption, options_file: Optional[Path] = OptionsFile,
     policy_flags: Optional[dict] = None,
 ) -> None:
-    """Sweep node counts × λ × instances in the paper's style; resumable."""
+    """Sweep node counts × λ × instances in the paper's style, or given scenario directories,
+    optionally at several carbon prices; resumable."""
     from .experiments.sweep import SweepConfig, read_rows, run_sweep, write_sweep_outputs
 
     names = parse_policies(policies)
@@ -443,20 +453,38 @@ def sweep_cmd(
         raise AndreasError("--nodes and --lambdas: expected comma-separated numbers") from None
     if any(n < 1 for n in node_list) or any(x <= 0 for x in lam_list):
         raise AndreasError("--nodes must be >= 1 and --lambdas > 0")
+    prices = parse_carbon_prices(carbon_prices)
+    dirs = tuple(str(d) for d in scenario_dirs or ())
+    if len(set(dirs)) != len(dirs):
+        raise AndreasError("a scenario directory is named twice")
     config = SweepConfig(scenario, node_list, lam_list, instances, tuple(names),
                          tuple(parse_seeds(seeds)), period,
                          shared_options(names, policy_flags or {}, options_file,
-                                        set_options or []))
-    template = load_template(scenario)
-    missing = len([k for k in config.keys() if k not in read_rows(out / "sweep.csv")])
+                                        set_options or []), dirs, prices)
+    template = None if dirs else load_template(scenario)
+    missing = len([k for k in config.keys() if k not in read_rows(out / "sweep.csv", config)])
     with _progress() as bar:
         task = bar.add_task("sweeping", total=missing)
         rows, ran = run_sweep(config, template, out, workers=workers or default_workers(),
                               on_done=lambda i: bar.advance(task), ray_address=ray)
-    write_sweep_outputs(rows, names, out)
+    table = write_sweep_outputs(rows, names, out, config)
     console.print(f"{ran} run(s) done now, {len(rows) - ran} reused; wrote {out}/sweep.csv, "
-                  "summary.csv, reductions.md and plots")
-    console.print((out / "reductions.md").read_text(), markup=False)
+                  f"summary.csv, {table} and plots")
+    console.print((out / table).read_text(), markup=False)
+
+
+def parse_carbon_prices(text: str | None) -> tuple[float, ...]:
+    """`--carbon-prices 0,50,100`: distinct finite numbers >= 0, kept in the order given."""
+    if text is None:
+        return ()
+    try:
+        prices = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise AndreasError(f"--carbon-prices {text!r}: expected comma-separated numbers of EUR "
+                           "per tonne CO2eq, e.g. 0,50,100") from None
+    if any(not math.isfinite(p) or p < 0 for p in prices) or len(set(prices)) != len(prices):
+        raise AndreasError(f"--carbon-prices {text!r}: expected distinct numbers >= 0")
+    return prices
 
 
 @app.command("bound")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import matplotlib
 
@@ -245,18 +245,25 @@ def cumulative_cost_data(segments: Sequence[Segment], cluster: Cluster,
         energy_at_bounds = np.concatenate(([0.0], np.cumsum(ps.power_w * np.diff(ps.times))))
         energy = np.interp(times, ps.times, energy_at_bounds) * cluster.eur_per_joule()
     else:  # price changes inside a step: integrate piece by piece at every time asked for
-        steps = np.searchsorted(ps.times, times, side="right") - 1
-        bounds = np.concatenate(([0.0], np.cumsum([
-            cluster.energy_eur(w, a, b) for w, a, b in
-            zip(ps.power_w, ps.times[:-1], ps.times[1:])])))
-        energy = np.array([bounds[max(i, 0)] + (cluster.energy_eur(
-            ps.power_w[i], ps.times[i], t) if 0 <= i < len(ps.power_w) else 0.0)
-            for i, t in zip(steps, times)])
+        energy = cumulative_integral(ps, times, cluster.energy_eur)
     tard_times = np.array([t for t, _ in events])
     tard_cum = np.cumsum([c for _, c in events]) if events else np.zeros(0)
     idx = np.searchsorted(tard_times, times, side="right")
     tardiness = np.concatenate(([0.0], tard_cum))[idx]
     return CumulativeCost(times, energy, tardiness)
+
+
+def cumulative_integral(ps: PowerSeries, times: np.ndarray,
+                        integral: Callable[[float, float, float], float]) -> np.ndarray:
+    """At each of `times`, the running total of `integral(watts, t0, t1)` (a price or an
+    intensity integrated over the draw) from the series' start: whole steps summed, the step
+    under way integrated up to that time."""
+    steps = np.searchsorted(ps.times, times, side="right") - 1
+    bounds = np.concatenate(([0.0], np.cumsum([
+        integral(w, a, b) for w, a, b in zip(ps.power_w, ps.times[:-1], ps.times[1:])])))
+    return np.array([bounds[min(max(i, 0), len(bounds) - 1)] + (integral(
+        ps.power_w[i], ps.times[i], t) if 0 <= i < len(ps.power_w) else 0.0)
+        for i, t in zip(steps, times)])
 
 
 def draw_cumulative_cost(data: Mapping[str, CumulativeCost], path: Path) -> None:
@@ -273,5 +280,45 @@ def draw_cumulative_cost(data: Mapping[str, CumulativeCost], path: Path) -> None
     ax.set_ylabel("cumulative cost (EUR)")
     ax.set_title("Cumulative cost over time (solid: total, dashed: energy only)")
     ax.legend(ncol=2, fontsize=8)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+# --------------------------------------------------------------------------- 6. emissions
+@dataclass(frozen=True)
+class EmissionSeries:
+    times: np.ndarray  # the draw's steps and the intensity's changes between them
+    emitted_kg: np.ndarray  # cumulative kg CO2eq at each time
+    intensity_g: np.ndarray  # the grid's intensity (g/kWh) from each time to the next
+
+
+def emissions_data(segments: Sequence[Segment], cluster: Cluster) -> EmissionSeries:
+    """Cumulative emissions of one run, integrated exactly as the accounts are
+    (`Cluster.carbon_g` over the power series), at every change of draw or of intensity."""
+    ps = power_series(segments, cluster)
+    if cluster.carbon is None or len(ps.power_w) == 0:
+        return EmissionSeries(np.zeros(0), np.zeros(0), np.zeros(0))
+    start, end = float(ps.times[0]), float(ps.times[-1])
+    times = np.unique(np.concatenate([ps.times, cluster.carbon.changes(start, end)]))
+    emitted = cumulative_integral(ps, times, cluster.carbon_g) / 1000.0
+    intensity = np.array([cluster.carbon.price_at(t) for t in times])
+    return EmissionSeries(times, emitted, intensity)
+
+
+def draw_emissions(data: Mapping[str, EmissionSeries], path: Path) -> None:
+    colors, styles = policy_colors(list(data)), policy_styles(list(data))
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 5.6), sharex=True,
+                                      height_ratios=(1, 2))
+    longest = max(data.values(), key=lambda e: e.times[-1] if len(e.times) else 0.0)
+    if len(longest.times):
+        top.stairs(longest.intensity_g[:-1], longest.times / 3600, color="grey")
+    top.set_ylabel("grid g CO2eq/kWh")
+    top.set_title("Grid carbon intensity and cumulative emissions over time")
+    for p, e in data.items():
+        bottom.plot(e.times / 3600, e.emitted_kg, color=colors[p], linestyle=styles[p],
+                    label=p, linewidth=1.4)
+    bottom.set_ylabel("emitted (kg CO2eq)")
+    bottom.set_xlabel("time (h)")
+    bottom.legend(ncol=min(4, len(data)), fontsize=8)
     fig.savefig(path)
     plt.close(fig)

@@ -27,6 +27,9 @@ CAPTIONS = {
                  "hatched bars belong to late jobs; grey bars are restart overhead.",
     "power.png": "Cluster power draw (kW) and busy GPUs per GPU type over time on the first "
                  "instance, per policy. A node with no busy GPU is off and draws nothing.",
+    "emissions.png": "Grid carbon intensity (top) and each policy's cumulative emissions on the "
+                     "first instance (bottom), integrated as the accounts are: every node's draw "
+                     "times the intensity of the hour it falls in.",
     "lateness.png": "Cumulative distribution of job lateness (completion − due date) over every "
                     "job of every run; the share of jobs left of the dotted line finished on time.",
     "cumulative.png": "Cumulative cost over time on the first instance: solid lines are energy "
@@ -63,19 +66,25 @@ def scenario_summary(scenario: Scenario) -> dict:
 def single_run_figures(cluster: Cluster, runs: Mapping[str, tuple[Sequence[Segment],
                                                                    Sequence[JobRecord]]],
                        out_dir: Path) -> list[str]:
-    """Figures 2, 3 and 5 (Gantt, power, cumulative cost) for one instance: `runs` maps a
-    policy to its segments and job records. Returns the PNG names written."""
-    gantt, power, cumulative = {}, {}, {}
+    """Figures 2, 3 and 5 (Gantt, power, cumulative cost) for one instance, and the emissions
+    over time when the cluster gives the grid's intensity: `runs` maps a policy to its segments
+    and job records. Returns the PNG names written."""
+    gantt, power, cumulative, emissions = {}, {}, {}, {}
     for policy, (segments, jobs) in runs.items():
         late = {j.job_id for j in jobs if j.tardiness_s > 0}
         gantt[policy] = F.gantt_data(segments, cluster, late)
         power[policy] = F.power_series(segments, cluster)
         cumulative[policy] = F.cumulative_cost_data(
             segments, cluster, {j.job_id: (j.completion_time, j.tardiness_cost) for j in jobs})
+        emissions[policy] = F.emissions_data(segments, cluster)
     F.draw_gantt(gantt, out_dir / "gantt.png")
     F.draw_power(power, out_dir / "power.png")
     F.draw_cumulative_cost(cumulative, out_dir / "cumulative.png")
-    return ["gantt.png", "power.png", "cumulative.png"]
+    names = ["gantt.png", "power.png", "cumulative.png"]
+    if cluster.carbon is not None:
+        F.draw_emissions(emissions, out_dir / "emissions.png")
+        names.insert(2, "emissions.png")
+    return names
 
 
 def write_report(comparison: Comparison, out_dir: Path, title: str = "ANDREAS comparison") -> Path:
@@ -84,9 +93,11 @@ def write_report(comparison: Comparison, out_dir: Path, title: str = "ANDREAS co
     F.draw_cost_bars(F.cost_bars_data(table), out_dir / "cost.png")
     F.draw_lateness_cdf(F.lateness_cdf_data(comparison.job_rows()), out_dir / "lateness.png")
     first = {p: comparison.result_for(0, p) for p in comparison.policies}
-    single_run_figures(comparison.scenarios[0].cluster,
-                       {p: (r.segments, r.jobs) for p, r in first.items()}, out_dir)
-    order = ["cost.png", "gantt.png", "power.png", "lateness.png", "cumulative.png"]
+    drawn = single_run_figures(comparison.scenarios[0].cluster,
+                               {p: (r.segments, r.jobs) for p, r in first.items()}, out_dir)
+    order = ["cost.png", "gantt.png", "power.png", "emissions.png", "lateness.png",
+             "cumulative.png"]
+    order = [n for n in order if n in drawn or n in ("cost.png", "lateness.png")]
     page = render_html(title, [scenario_summary(s) for s in comparison.scenarios], table,
                        [(name, CAPTIONS[name], (out_dir / name).read_bytes()) for name in order])
     path = out_dir / "report.html"

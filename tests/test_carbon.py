@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import json
 
 import pytest
@@ -229,21 +230,88 @@ def test_simulate_account_and_compare_show_emissions_end_to_end(tmp_path):
     assert "Traceback" not in bad.stderr
 
 
-def test_the_service_refuses_an_intensity_it_would_ignore(tmp_path):
-    """The live service does not account emissions yet: a cluster.yaml that gives an
-    intensity is one clear error, not a carbon price silently left out of its decisions."""
+def _service_with_carbon(tmp_path, carbon: str):
     from conftest import write_service_files
-
-    from andreas.service.config import read_service_config
 
     service = write_service_files(tmp_path / "svc")
     cluster = tmp_path / "svc" / "cluster.yaml"
-    cluster.write_text(cluster.read_text().replace(
-        "energy_price: 0.2\n", "energy_price: 0.2\ncarbon_intensity: {g_per_kwh: [300]}\n"
-                               "carbon_price: 100\n"))
+    cluster.write_text(cluster.read_text().replace("energy_price: 0.2\n",
+                                                   "energy_price: 0.2\n" + carbon))
+    return service
+
+
+@pytest.mark.parametrize("carbon, field", [
+    ("carbon_intensity: {g_per_kwh: [300, 120]}\n", "carbon_intensity"),
+    ("carbon_intensity: {g_per_kwh: [300]}\ncarbon_price: 100\n", "carbon_price")])
+def test_the_service_refuses_carbon_settings_it_would_ignore(tmp_path, carbon, field):
+    """The live service reports emissions at one intensity (the grid's average) but neither
+    follows an intensity over time nor prices it yet: either is one clear error naming the
+    file and field, not a setting silently left out of its decisions."""
+    from andreas.service.config import read_service_config
+
     with pytest.raises(ScenarioError) as info:
-        read_service_config(service)
-    assert "cluster.yaml" in str(info.value) and "carbon_intensity" in str(info.value)
+        read_service_config(_service_with_carbon(tmp_path, carbon))
+    assert "cluster.yaml" in str(info.value) and f"field '{field}'" in str(info.value)
+
+
+@pytest.mark.service
+def test_the_service_reports_emissions_at_the_grids_intensity(tmp_path):
+    """At 300 g/kWh and 0.2 EUR/kWh every kWh costs 0.2 EUR and emits 0.3 kg: each job's
+    measured emissions are 1.5 x its energy cost; the first forecast gave emissions too;
+    /metrics, the cluster page and `andreas jobs` show them."""
+    from conftest import train_job, wait_for
+    from fastapi.testclient import TestClient
+    from prometheus_client.parser import text_string_to_metric_families
+    from rich.console import Console
+    from test_views_hostile_values import _sign_in
+
+    from andreas.client import Job as ClientJob
+    from andreas.client_cli import jobs_table
+    from andreas.service.api import create_app
+    from andreas.service.config import read_service_config
+
+    admin = {"Authorization": "Bearer admin-secret"}
+    config = read_service_config(_service_with_carbon(
+        tmp_path, "carbon_intensity: {g_per_kwh: [300]}\n"))
+    with TestClient(create_app(config, admin_token="admin-secret")) as client:
+        ids = [client.post("/jobs", headers=admin, json=train_job(4)).json()["id"]
+               for _ in range(2)]
+        wait_for(lambda: all(j["state"] == "completed"
+                             for j in client.get("/jobs", headers=admin).json()),
+                 timeout=90, what="both jobs to complete")
+        jobs = [client.get(f"/jobs/{j}", headers=admin).json() for j in ids]
+        for job in jobs:
+            measured = job["measured"]
+            assert measured["energy_cost"] > 0
+            assert measured["emissions_kg"] == pytest.approx(1.5 * measured["energy_cost"],
+                                                             rel=1e-9)
+            assert job["predicted"]["emissions_kg"] > 0
+        samples = {s.name: s.value for family in text_string_to_metric_families(
+            client.get("/metrics", headers=admin).text) for s in family.samples}
+        assert samples["andreas_emissions_kg_total"] == pytest.approx(
+            0.3 * samples["andreas_energy_kwh_total"], rel=1e-9)
+        _sign_in(client)
+        page = client.get("/ui/cluster").text
+        assert "Emissions so far" in page and "at 300 g/kWh" in page
+        out = io.StringIO()
+        Console(file=out, width=300).print(jobs_table([ClientJob.of(j) for j in jobs], 0.0))
+        table = out.getvalue()
+        assert "KG CO2EQ" in table
+        assert f"{jobs[0]['measured']['emissions_kg']:.3f}" in table
+
+
+def test_a_jobs_emissions_are_so_far_plus_the_forecast_until_it_ends():
+    from andreas.client import Job as ClientJob
+
+    base = {"id": "j", "name": "n", "owner": "u", "epochs": 4, "epochs_done": 1,
+            "submitted_at": 0.0, "due_date": 10.0, "weight": 1.0}
+    running = ClientJob.of({**base, "state": "running", "measured": {"emissions_kg": 0.25},
+                            "forecast": {"emissions_kg": 0.5}})
+    assert running.emissions_kg == 0.75
+    done = ClientJob.of({**base, "state": "completed", "measured": {"emissions_kg": 0.25},
+                         "forecast": {"emissions_kg": 0.5}})
+    assert done.emissions_kg == 0.25  # a finished job's forecast is no longer one
+    assert ClientJob.of({**base, "state": "queued", "measured": {}}).emissions_kg is None
 
 
 def test_the_html_report_gives_each_policys_emissions(tmp_path):

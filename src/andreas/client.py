@@ -149,6 +149,16 @@ class Job:
         return self._forecast("total_cost")
 
     @property
+    def emissions_kg(self) -> float | None:
+        """kg CO2eq of the whole job where the service knows the grid's intensity: what its
+        runs emitted so far plus, while it is not over, what the latest forecast adds."""
+        so_far = (self.raw.get("measured") or {}).get("emissions_kg")
+        to_come = None if self.final else self._forecast("emissions_kg")
+        if so_far is None and to_come is None:
+            return None
+        return float(so_far or 0.0) + (to_come or 0.0)
+
+    @property
     def on_time(self) -> bool | None:
         """Whether the job ends by its due date (the rule of every view: timing.on_time)."""
         return on_time(self._completed_at, self.final, self.due_date,

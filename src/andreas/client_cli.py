@@ -57,8 +57,9 @@ def jobs_table(jobs: list[Job], now: float, wide: bool = True) -> Table:
     reasons cut short (an ellipsis) and ids never wrapped."""
     t = Table(box=None, header_style="bold", pad_edge=False)
     columns = ("ID", "NAME", "USER", "STATE", "EPOCHS", "NODE", "START", "END", "DUE",
-               "COST EUR", "", "REASON")
-    shown = [c in NARROW or wide for c in columns]
+               "COST EUR", "KG CO2EQ", "", "REASON")
+    carbon = any(j.emissions_kg is not None for j in jobs)  # the grid's intensity is known
+    shown = [(c in NARROW or wide) and (c != "KG CO2EQ" or carbon) for c in columns]
     for name, show in zip(columns, shown):
         if not show:
             continue
@@ -74,7 +75,9 @@ def jobs_table(jobs: list[Job], now: float, wide: bool = True) -> Table:
                  local_time(j.predicted_start if j.state in WAITING_STATES
                             else j.raw.get("first_started_at"), now),
                  local_time(j.predicted_completion, now), local_time(j.due_date, now),
-                 _eur(j.predicted_cost), _timing(j), plain(j.reason or ""))
+                 _eur(j.predicted_cost),
+                 "-" if j.emissions_kg is None else f"{j.emissions_kg:.3f}", _timing(j),
+                 plain(j.reason or ""))
         t.add_row(*(c for c, show in zip(cells, shown) if show))
     return t
 
@@ -238,6 +241,9 @@ def show_cmd(job_id: str = typer.Argument(..., help="A job id."),
                                   if k.endswith("_cost") and isinstance(v, (int, float)))
          or "-"),
     ]
+    if job.emissions_kg is not None:
+        lines.append(("emissions", f"{job.emissions_kg:.3f} kg CO2eq (so far"
+                      + ("" if job.final else ", and as forecast") + ")"))
     if job.reason:
         held = f" (held until {local_time(job.held_until, now)})" if job.held_until else ""
         position = job.raw.get("queue_position")

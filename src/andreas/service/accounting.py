@@ -52,7 +52,8 @@ class Accounting:
         for r in runs:
             if r.energy_j is not None:
                 nvml[r.job_id] = nvml.get(r.job_id, 0.0) + r.energy_j
-        out = {}
+        out: dict[str, dict[str, Any]] = {}
+        grams = costs.job_emissions_g  # with the grid's intensity (cluster.yaml)
         for j in jobs:
             tardiness = (tardiness_cost(j.weight, j.completed_at, j.due_date)
                          if j.state == JobState.COMPLETED and j.completed_at else 0.0)
@@ -60,9 +61,15 @@ class Accounting:
             out[j.id] = {"energy_cost": energy, "tardiness_cost": tardiness,
                          "total_cost": energy + tardiness,
                          "gpu_energy_j_nvml": nvml.get(j.id)}
-        return {"jobs": out, "energy_cost": costs.energy_cost,
-                "energy_kwh": costs.energy_joules / 3.6e6,
-                "tardiness_cost": sum(v["tardiness_cost"] for v in out.values())}
+            if grams is not None:
+                out[j.id]["emissions_kg"] = grams.get(j.id, 0.0) / 1000.0
+        totals: dict[str, Any] = {"jobs": out, "energy_cost": costs.energy_cost,
+                                  "energy_kwh": costs.energy_joules / 3.6e6,
+                                  "tardiness_cost": sum(v["tardiness_cost"]
+                                                        for v in out.values())}
+        if costs.emissions_g is not None:
+            totals["emissions_kg"] = costs.emissions_g / 1000.0
+        return totals
 
     def cluster_for(self, runs: Sequence[Any]) -> Cluster:
         """The cluster's nodes, plus any node that ran a job and has since left (Ray)."""

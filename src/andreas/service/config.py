@@ -163,10 +163,15 @@ def read_service_config(path: str | Path) -> ServiceConfig:
     if cluster.tariff is not None:
         raise ScenarioError(cluster_path, "a time-varying energy_price is supported by the "
                             "simulator only, for now; expected a number here", field="energy_price")
-    if cluster.carbon is not None:
-        raise ScenarioError(cluster_path, "a grid carbon intensity is supported by the simulator "
-                            "only, for now (docs/carbon.md); expected no carbon_intensity here",
+    if cluster.carbon is not None and len(set(cluster.carbon.prices)) > 1:
+        raise ScenarioError(cluster_path, "an intensity that changes over time is supported by "
+                            "the simulator only, for now (docs/carbon.md); expected one value "
+                            "here, e.g. {g_per_kwh: [350]} (the grid's average)",
                             field="carbon_intensity")
+    if cluster.carbon_price:
+        raise ScenarioError(cluster_path, "the service reports emissions but does not price "
+                            "them yet (docs/carbon.md); expected 0 or no carbon_price here",
+                            field="carbon_price")
     profiles = Profiles({})
     if doc.get("profiles") is not None:
         profiles = read_profiles(base / text("profiles"), cluster)

@@ -40,5 +40,4 @@ def modelled_costs(cluster: Cluster, jobs: list[Job], segments: list[Segment]) -
                         j.tardiness_weight, j.epochs, j.profile) for j in jobs]
     result = account_segments(cluster, shifted_jobs, shifted)
     completion = {k: v + origin for k, v in result.completion.items()}
-    return CostBreakdown(result.energy_cost, result.tardiness_cost, result.energy_joules,
-                         result.job_energy_cost, result.job_tardiness_cost, completion)
+    return replace(result, completion=completion)

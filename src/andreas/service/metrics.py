@@ -56,6 +56,10 @@ class ServiceCollector(Collector):
                 ("andreas_failed_ticks", "Scheduler ticks that failed (see /healthz).",
                  svc.board.failed_ticks)):
             yield CounterMetricFamily(name, text, value=value)
+        if "emissions_kg" in measured:  # the cluster gives the grid's carbon intensity
+            yield CounterMetricFamily("andreas_emissions_kg", "CO2eq emitted by the energy "
+                                      "drawn so far (kg; the grid's intensity in cluster.yaml).",
+                                      value=measured["emissions_kg"])
         yield GaugeMetricFamily("andreas_predicted_cost_eur", "Cost still to come under the "
                                 "latest plan (its forecast).",
                                 value=sum(f["total_cost"] for f in

@@ -44,9 +44,12 @@ class PlanInfo:
 
 def forecast_entry(planned_at: float, f: JobForecast) -> dict:
     """A job's forecast as `/plan` and the job's row show it."""
-    return {"planned_at": planned_at, "start": f.start, "completion": f.completion,
-            "energy_cost": f.energy_cost, "tardiness_cost": f.tardiness_cost,
-            "total_cost": f.total_cost}
+    entry = {"planned_at": planned_at, "start": f.start, "completion": f.completion,
+             "energy_cost": f.energy_cost, "tardiness_cost": f.tardiness_cost,
+             "total_cost": f.total_cost}
+    if f.emissions_kg is not None:  # the cluster gives the grid's intensity
+        entry["emissions_kg"] = f.emissions_kg
+    return entry
 
 
 def decision_histogram() -> Histogram:

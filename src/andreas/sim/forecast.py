@@ -33,6 +33,7 @@ class JobForecast:
     completion: float
     energy_cost: float
     tardiness_cost: float
+    emissions_kg: float | None = None  # with the grid's intensity (Cluster.carbon)
 
     @property
     def total_cost(self) -> float:
@@ -81,7 +82,7 @@ def forecast(snapshot: Snapshot, plan: Plan, policy: Policy, *,
     for record in result.jobs:
         out[record.job_id] = JobForecast(record.job_id, now + record.first_start,
                                          now + record.completion_time, record.energy_cost,
-                                         record.tardiness_cost)
+                                         record.tardiness_cost, record.emissions_kg)
     return out
 
 

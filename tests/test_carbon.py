@@ -164,6 +164,14 @@ def test_bad_carbon_series_name_the_file_line_and_field(tmp_path, third, message
      "must change at the same times"),
     ("energy_price: 0.1\ncarbon_intensity: 300\n", "field 'carbon_intensity': expected a "
                                                     "mapping"),
+    ("energy_price: 0.1\ncarbon_cap_kg: 50\n", "cluster.yaml:2: field 'carbon_cap_kg': a "
+                                               "carbon cap needs the grid's carbon_intensity"),
+    ("energy_price: 0.1\ncarbon_intensity: {g_per_kwh: [100]}\ncarbon_cap_kg: 0\n",
+     "field 'carbon_cap_kg'"),
+    ("energy_price: 0.1\ncarbon_intensity: {g_per_kwh: [100]}\ncarbon_cap_kg: 5\n"
+     "carbon_cap_window_s: -1\n", "field 'carbon_cap_window_s'"),
+    ("energy_price: 0.1\ncarbon_intensity: {g_per_kwh: [100]}\ncarbon_cap_window_s: 60\n",
+     "field 'carbon_cap_window_s': a cap's window without a cap"),
 ])
 def test_bad_carbon_settings_get_one_clear_line(tmp_path, text, message):
     path = tmp_path / "cluster.yaml"
@@ -185,12 +193,16 @@ def test_a_doubled_brace_is_a_clear_error_not_a_traceback(tmp_path):
 
 def test_a_scenario_with_carbon_round_trips(tmp_path):
     base = generate_paper_style(load_template("paper"), 2, 1, 20000)
+    from andreas.model import CarbonCap
+
     scenario = dataclasses.replace(base, cluster=dataclasses.replace(
-        base.cluster, carbon=Tariff((300.0, 120.0), H, 900.0), carbon_price=120.0))
+        base.cluster, carbon=Tariff((300.0, 120.0), H, 900.0), carbon_price=120.0,
+        carbon_cap=CarbonCap(2.5, 43200.0)))
     write_scenario(scenario, tmp_path / "s")
     again = load_scenario(tmp_path / "s")
     assert again.cluster.carbon == scenario.cluster.carbon
     assert again.cluster.carbon_price == 120.0
+    assert again.cluster.carbon_cap == CarbonCap(2.5, 43200.0)
     a = simulate(scenario, make_policy("andreas", seed=1)).summary
     b = simulate(again, make_policy("andreas", seed=1)).summary
     assert (a["total_cost"], a["emissions_kg"]) == (b["total_cost"], b["emissions_kg"])
@@ -242,7 +254,8 @@ def _service_with_carbon(tmp_path, carbon: str):
 
 @pytest.mark.parametrize("carbon, field", [
     ("carbon_intensity: {g_per_kwh: [300, 120]}\n", "carbon_intensity"),
-    ("carbon_intensity: {g_per_kwh: [300]}\ncarbon_price: 100\n", "carbon_price")])
+    ("carbon_intensity: {g_per_kwh: [300]}\ncarbon_price: 100\n", "carbon_price"),
+    ("carbon_intensity: {g_per_kwh: [300]}\ncarbon_cap_kg: 10\n", "carbon_cap_kg")])
 def test_the_service_refuses_carbon_settings_it_would_ignore(tmp_path, carbon, field):
     """The live service reports emissions at one intensity (the grid's average) but neither
     follows an intensity over time nor prices it yet: either is one clear error naming the
@@ -455,3 +468,102 @@ def test_the_report_draws_emissions_over_time_only_with_an_intensity(tmp_path):
     assert "emissions.png" in single_run_figures(
         cluster, {"fifo": (run.segments, run.jobs)}, tmp_path)
     assert (tmp_path / "emissions.png").stat().st_size > 0
+
+
+def _capped(cap_kg: float | None, policy: str, due: float = 4 * H):
+    """One 1 kW node under a flat 500 g/kWh grid (500 g per hour of running), a cap of
+    `cap_kg` per day, one job of 3 h (1.5 kg) submitted at 0."""
+    from andreas.model import CarbonCap
+
+    cluster = dataclasses.replace(one_node(Tariff((500.0,), H), watts=1000.0),
+                                  carbon_cap=None if cap_kg is None else CarbonCap(cap_kg))
+    scenario = Scenario(cluster, Profiles({"p": {("g", 1): 3 * H}}),
+                        (Job("a", 0.0, due, 0.01, 1.0, "p"),))
+    return simulate(scenario, make_policy(policy, seed=1))
+
+
+def test_a_carbon_cap_that_binds_splits_the_job_across_days():
+    """1 kg a day buys 2 h of the 3-h job: it runs from 0 to 2 h, waits for the next day, and
+    ends at 25 h, emitting 1.0 kg on the first day and 0.5 kg on the second."""
+    free = _capped(None, "andreas")
+    assert free.jobs[0].completion_time == 3 * H
+    run = _capped(1.0, "andreas")
+    job = run.jobs[0]
+    assert job.completion_time == pytest.approx(25 * H)
+    assert job.restarts == 1 and job.tardiness_s == pytest.approx(21 * H)
+    runs = [(s.start, s.end) for s in run.segments if s.phase == "run"]
+    assert runs[0] == (0.0, pytest.approx(2 * H)) and runs[1] == (24 * H, pytest.approx(25 * H))
+    s = run.summary
+    assert s["emissions_kg"] == pytest.approx(1.5)
+    assert s["carbon_cap_worst_kg"] == pytest.approx(1.0) and s["carbon_cap_worst_kg"] <= 1.0 + 1e-9
+    assert s["carbon_cap_over_kg"] == 0.0 and s["carbon_cap_forced"] == 0
+    # the accounts recomputed from the segments agree
+    again = account_segments(run.scenario.cluster, run.scenario.jobs, run.segments)
+    assert abs(again.emissions_g / 1000 - s["emissions_kg"]) <= 1e-9
+
+
+def test_a_cap_a_policy_cannot_keep_is_reported_not_hidden():
+    """fifo never stops a running job, so it cannot split the 3-h job: the first window
+    starts it anyway (it would wait forever), and the run reports 0.5 kg over the cap."""
+    run = _capped(1.0, "fifo")
+    assert run.jobs[0].completion_time == 3 * H
+    s = run.summary
+    assert s["carbon_cap_forced"] == 1
+    assert s["carbon_cap_worst_kg"] == pytest.approx(1.5)
+    assert s["carbon_cap_over_kg"] == pytest.approx(0.5)
+
+
+def test_a_cap_that_never_binds_changes_no_decision():
+    base = generate_paper_style(load_template("paper"), 3, 2, 20000)
+    from andreas.model import CarbonCap
+
+    carbon = dataclasses.replace(base.cluster, carbon=Tariff((420.0, 90.0, 250.0), H))
+    for policy in ("andreas", "fifo"):
+        a = simulate(dataclasses.replace(base, cluster=carbon), make_policy(policy, seed=1))
+        b = simulate(dataclasses.replace(base, cluster=dataclasses.replace(
+            carbon, carbon_cap=CarbonCap(1e6))), make_policy(policy, seed=1))
+        assert list(a.segments) == list(b.segments)
+        assert b.summary["total_cost"] == pytest.approx(a.summary["total_cost"], rel=1e-12)
+        assert b.summary["carbon_cap_over_kg"] == 0.0 and b.summary["carbon_cap_forced"] == 0
+        assert 0 < b.summary["carbon_cap_worst_kg"] <= b.summary["emissions_kg"] + 1e-12
+
+
+def test_the_cap_projection_counts_idle_draw_and_each_jobs_end_by_hand():
+    """Two 1-GPU jobs on one 2-GPU node (table 300 W for one busy GPU, 500 W for two, idle
+    100 W) at 1000 g/kWh: from 0 to 1 h both run (500 W), to 2 h one (300 W), then the node
+    idles (100 W) to the window's end at 3 h: 0.5 + 0.3 + 0.1 = 0.9 kg."""
+    from andreas.model import CarbonCap
+    from andreas.policies.carbon_cap import Intent, admit, projected_g
+
+    cluster = Cluster({"g": GpuType("g", (300.0, 500.0), idle_w=100.0)}, (Node("a", "g", 2),),
+                      0.1, 1.0, 0.0, None, Tariff((1000.0,), H), 0.0, CarbonCap(0.85, 3 * H))
+    jobs = [Intent("x", 0, 1, 1 * H), Intent("y", 0, 1, 2 * H)]
+    assert projected_g(cluster, 0.0, 3 * H, jobs) == pytest.approx(900.0)
+    # 850 g left: y (ends at 2 h) alone would emit 0.3 + 0.3 + 0.1 = 0.7 kg, fits; x does not
+    # fit beside it and is split: it may run until the projection reaches 850 g
+    both = admit(cluster, 0.0, 850.0, [Intent("y", 0, 1, 2 * H), Intent("x", 0, 1, 1 * H)])
+    assert both.admitted == {"x", "y"} and not both.forced
+    # with x: 500 W while both run; 900 g at 1 h, so 850 g is reached at 0.75 h
+    assert both.revisit_at == pytest.approx(0.75 * H)
+    none = admit(cluster, 0.0, 250.0, jobs)  # idle alone emits 300 g by the window's end
+    assert none.admitted == frozenset() and none.revisit_at == 3 * H
+
+
+def test_a_template_with_an_intensity_sweeps_at_carbon_prices(tmp_path):
+    """A generator template's carbon intensity reaches its instances (it was dropped before),
+    so a paper-style sweep can add --carbon-prices."""
+    import shutil
+
+    from andreas.experiments.sweep import SweepConfig, run_sweep
+    from andreas.sim.generate import template_dir
+
+    shutil.copytree(template_dir("paper"), tmp_path / "t")
+    yaml_path = tmp_path / "t" / "template.yaml"
+    yaml_path.write_text(yaml_path.read_text() + "carbon_intensity: {g_per_kwh: [300, 60]}\n")
+    template = load_template(tmp_path / "t")
+    assert generate_paper_style(template, 2, 1, 20000).cluster.carbon == Tariff((300.0, 60.0), H)
+    config = SweepConfig(str(tmp_path / "t"), (2,), (20000.0,), 1, ("fifo",), (1,), None, {},
+                         (), (0.0, 100.0))
+    rows, _ = run_sweep(config, template, tmp_path / "sw")
+    assert [(r["nodes"], r["carbon_price"]) for r in rows] == [(2, 0.0), (2, 100.0)]
+    assert rows[1]["carbon_cost"] == pytest.approx(0.1 * rows[1]["emissions_kg"])

@@ -251,6 +251,14 @@ def simulate_cmd(
                   f"{carbon} + tardiness {s['tardiness_cost']:.4f}; {s['tardy_jobs']}/{s['jobs']} "
                   f"jobs late, {s['restarts']} restarts, {s['scheduler_seconds']:.2f} s in the "
                   f"policy")
+    if "carbon_cap_kg" in s:
+        over = s["carbon_cap_over_kg"]
+        console.print(f"carbon cap {s['carbon_cap_kg']:g} kg per window: the worst window "
+                      f"emitted {s['carbon_cap_worst_kg']:.3f} kg"
+                      + (f"; OVER by {over:.3f} kg in all (windows that began with no job "
+                         f"admissible: {s['carbon_cap_forced']}; jobs that may not be stopped "
+                         "or idle draw over what was left)" if over > 0 else ", within it"),
+                      markup=False)
     console.print(f"wrote {out}/summary.json, jobs.csv, segments.csv")
 
 

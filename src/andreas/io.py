@@ -16,7 +16,7 @@ import yaml
 
 from .catalogue import canonical_gpu, gpu_catalogue
 from .errors import ScenarioError
-from .model import Cluster, GpuType, Job, Node, PowerLevel, Profiles, Scenario, Tariff
+from .model import CarbonCap, Cluster, GpuType, Job, Node, PowerLevel, Profiles, Scenario, Tariff
 
 CLUSTER_FILE = "cluster.yaml"
 PROFILES_FILE = "profiles.csv"
@@ -164,7 +164,7 @@ class _Fields:
 
 
 CLUSTER_KEYS = ("energy_price", "pue", "restart_overhead_s", "gpu_types", "nodes",
-                "carbon_intensity", "carbon_price")
+                "carbon_intensity", "carbon_price", "carbon_cap_kg", "carbon_cap_window_s")
 CARBON_COLUMN = "Carbon Intensity gCO₂eq/kWh (direct)"  # the green-dcc / Electricity Maps files
 
 
@@ -193,6 +193,18 @@ def read_cluster(path: Path, *, require_nodes: bool = True) -> Cluster:
         raise doc.error(doc.name("carbon_price"), "a carbon price needs the grid's "
                         "carbon_intensity (a series in gCO2eq/kWh)", doc.require(
                             "carbon_price").line)
+    cap = None
+    if doc.get("carbon_cap_kg") is not None:
+        if carbon is None:
+            raise doc.error(doc.name("carbon_cap_kg"), "a carbon cap needs the grid's "
+                            "carbon_intensity (a series in gCO2eq/kWh)",
+                            doc.require("carbon_cap_kg").line)
+        cap = CarbonCap(doc.number("carbon_cap_kg", positive=True),
+                        doc.number("carbon_cap_window_s", default=86400.0, positive=True))
+    elif doc.get("carbon_cap_window_s") is not None:
+        raise doc.error(doc.name("carbon_cap_window_s"), "a cap's window without a cap; "
+                        "expected carbon_cap_kg beside it", doc.require(
+                            "carbon_cap_window_s").line)
 
     types_item = doc.require("gpu_types")
     types_doc = _Fields(path, types_item, "gpu_types")
@@ -251,7 +263,8 @@ def read_cluster(path: Path, *, require_nodes: bool = True) -> Cluster:
 
     if not require_nodes and doc.get("nodes") is None:
         return Cluster(_complete(path, types_item.line, gpu_types, from_catalogue, idle,
-                                 restart, []), (), price, pue, overhead, tariff)
+                                 restart, []), (), price, pue, overhead, tariff, carbon,
+                       carbon_price, cap)
     nodes_item = doc.require("nodes")
     if not isinstance(nodes_item.value, list) or not nodes_item.value:
         raise doc.error("nodes", "expected a non-empty list of {name, gpu_type, gpus}",
@@ -287,7 +300,7 @@ def read_cluster(path: Path, *, require_nodes: bool = True) -> Cluster:
         nodes.append(Node(name, gpu_type, gpus))
     cluster = Cluster(_complete(path, types_item.line, gpu_types, from_catalogue, idle,
                                 restart, nodes), tuple(nodes), price, pue, overhead, tariff,
-                      carbon, carbon_price)
+                      carbon, carbon_price, cap)
     try:
         _ = cluster.as_planned  # the price and carbon series must combine (same steps)
     except ValueError as exc:
@@ -654,6 +667,9 @@ def cluster_document(cluster: Cluster) -> dict:
                                       "offset_s": c.offset_s}
     if cluster.carbon_price:
         carbon["carbon_price"] = cluster.carbon_price
+    if cluster.carbon_cap is not None:
+        carbon["carbon_cap_kg"] = cluster.carbon_cap.kg
+        carbon["carbon_cap_window_s"] = cluster.carbon_cap.window_s
     return {
         "energy_price": price,
         **carbon,

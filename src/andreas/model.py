@@ -110,6 +110,21 @@ class Node:
 
 
 @dataclass(frozen=True)
+class CarbonCap:
+    """At most `kg` CO2eq emitted in each window of `window_s` seconds of simulation time
+    ([0, window_s), [window_s, 2 window_s), ...: days by default). The drivers enforce it
+    (`policies.carbon_cap`); runs report how far they went over where they could not."""
+
+    kg: float
+    window_s: float = 86400.0
+
+    def window_of(self, t: float) -> tuple[float, float]:
+        """The window [start, end) that holds time `t`."""
+        start = math.floor(t / self.window_s + 1e-9) * self.window_s
+        return start, start + self.window_s
+
+
+@dataclass(frozen=True)
 class Cluster:
     """Hardware and tariff: what a scenario's `cluster.yaml` describes."""
 
@@ -121,13 +136,15 @@ class Cluster:
     tariff: Tariff | None = None  # a time-varying price; None: `energy_price` always
     carbon: Tariff | None = None  # the grid's carbon intensity (gCO2eq/kWh); None: unknown
     carbon_price: float = 0.0  # EUR per tonne CO2eq emitted, in the objective (0: not priced)
+    carbon_cap: CarbonCap | None = None  # emissions allowed per window; None: no cap
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gpu_types", MappingProxyType(dict(self.gpu_types)))
 
     def __reduce__(self):  # read-only mappings do not pickle; worker processes need this
         return (Cluster, (dict(self.gpu_types), self.nodes, self.energy_price, self.pue,
-                          self.restart_overhead_s, self.tariff, self.carbon, self.carbon_price))
+                          self.restart_overhead_s, self.tariff, self.carbon, self.carbon_price,
+                          self.carbon_cap))
 
     @cached_property
     def total_gpus(self) -> int:
@@ -175,7 +192,7 @@ class Cluster:
                                self.carbon_price * 1e-6)
         mean = tariff.mean(0.0, tariff.period_s - tariff.offset_s)
         return Cluster(self.gpu_types, self.nodes, mean, self.pue, self.restart_overhead_s,
-                       tariff, self.carbon, 0.0)
+                       tariff, self.carbon, 0.0, self.carbon_cap)
 
 
 MAX_SERIES_STEPS = 1_000_000  # a combined price series longer than this is refused

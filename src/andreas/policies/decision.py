@@ -19,6 +19,7 @@ REASON_KINDS = {
     "waiting_for_gpus": "waiting for GPUs on node {node} until {until}",
     "deferred": "deferred to a cheaper hour until {until}",
     "carbon_threshold": "waiting for a cleaner grid (under {detail}) until {until}",
+    "carbon_cap": "waiting: the carbon cap leaves no room this window ({detail}) until {until}",
     "no_capacity": "no capacity: no free GPUs in a configuration it can use",
     "paused_for": "paused for job {job}",
     "consolidated": "waiting: the queue runs on fewer powered nodes and still ends in time",

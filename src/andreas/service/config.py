@@ -168,6 +168,10 @@ def read_service_config(path: str | Path) -> ServiceConfig:
                             "the simulator only, for now (docs/carbon.md); expected one value "
                             "here, e.g. {g_per_kwh: [350]} (the grid's average)",
                             field="carbon_intensity")
+    if cluster.carbon_cap is not None:
+        raise ScenarioError(cluster_path, "a carbon cap is enforced by the simulator only, for "
+                            "now (docs/carbon.md); expected no carbon_cap_kg here",
+                            field="carbon_cap_kg")
     if cluster.carbon_price:
         raise ScenarioError(cluster_path, "the service reports emissions but does not price "
                             "them yet (docs/carbon.md); expected 0 or no carbon_price here",

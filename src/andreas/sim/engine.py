@@ -32,7 +32,8 @@ from ..policies.base import (
     revisit_at,
     stops_job,
 )
-from ..policies.decision import Decision
+from ..policies.carbon_cap import Intent, admit
+from ..policies.decision import Decision, Reason
 from .collector import paced_for_simulation
 from .events import EPS, Arrival, Completion, EventQueue, Timer
 from .segment_log import SegmentLog
@@ -195,6 +196,15 @@ class Simulator:
         self.scenario = scenario
         self.cluster = scenario.cluster  # what the energy costs and emits (the accounting)
         self.seen = scenario.cluster.as_planned  # what policies see: carbon priced in
+        # a carbon cap is enforced here, on every decision (policies.carbon_cap); policies
+        # and their forecasts plan without it
+        self.cap = self.cluster.carbon_cap if self.cluster.carbon is not None else None
+        if self.cap is not None:
+            self.seen = replace(self.seen, carbon_cap=None)
+            self.window_end = self.cap.window_of(start)[1]
+        self.window_base_g = 0.0  # emissions when the current cap window began
+        self.window_emitted_g: list[float] = []  # each closed window's emissions
+        self.cap_forced = 0  # windows that began with no job admissible (one ran anyway)
         self.policy = policy
         self.period = period
         self.seed = seed
@@ -245,6 +255,7 @@ class Simulator:
         for job in jobs[first:]:
             queue.push(Arrival(job.submit_time, job))
         tick, price, revisit = Timer("tick"), Timer("price"), Timer("revisit")
+        self.window_timer = Timer("window")
         if self.preset:
             self._apply_preset(jobs[:first], now)
         decided = changed = True
@@ -267,6 +278,9 @@ class Simulator:
             for event in batch:
                 if not isinstance(event, Completion):
                     event.fire(self, now)
+            if self.cap is not None and now >= self.window_end:
+                self._roll_windows(now)
+                changed = True  # a fresh budget: waiting jobs may start
             if revisit.fired:
                 self.revisit = math.inf  # asked now; the new plan may ask again
             changed = changed or price.fired or any(
@@ -283,6 +297,9 @@ class Simulator:
                 self.on_progress(now, self.done, len(jobs))
         for n in range(len(self.nodes)):
             self._settle(n, now)
+        if self.cap is not None:
+            self._roll_windows(now)
+            self.window_emitted_g.append(self.emissions_g - self.window_base_g)
         return self._result()
 
     def _arm(self, tick: Timer, price: Timer, revisit: Timer, now: float) -> None:
@@ -297,6 +314,8 @@ class Simulator:
             waiting = self.running < len(self.active)
             price.arm(self.queue, self.tariff.next_change(now) if waiting else math.inf)
         revisit.arm(self.queue, self.revisit if active and not self.period_only else math.inf)
+        if self.cap is not None:
+            self.window_timer.arm(self.queue, self.window_end if active else math.inf)
 
     def activate(self, job: Job) -> None:
         """A job arrives (Arrival events, and the preset's jobs)."""
@@ -382,6 +401,8 @@ class Simulator:
                             self._views(active.values(), now), self.first_start_overhead)
         self.points += 1
         plan = self._ask(snapshot, lambda snap: pinning.decide(self.policy, snap))
+        if self.cap is not None:
+            plan = self._capped(snapshot, plan, now, {})
         if self.record_decisions:
             self.decisions.append((now, frozenset(active), Decision.of(plan)))
         starts: list[tuple[_JobState, Assignment]] = []
@@ -415,6 +436,55 @@ class Simulator:
         check_plan(snapshot, plan, self.policy.name)
         return plan
 
+    def _capped(self, snapshot: Snapshot, plan: Plan, now: float,
+                kept_running: Mapping[str, _JobState]) -> Plan:
+        """`plan` within the carbon cap (policies.carbon_cap.admit): the jobs it cannot
+        afford this window wait, with a reason; the policy is asked again when the budget is
+        spent or the window ends. `kept_running`: jobs a policy that never preempts keeps as
+        they run (not in its plan; always admitted)."""
+        assert self.cap is not None
+        for n in range(len(self.nodes)):
+            self._settle(n, now)
+        left = self.cap.kg * 1000.0 - (self.emissions_g - self.window_base_g)
+        views = {v.job_id: v for v in snapshot.jobs}
+        keyed = []
+        for job_id, s in kept_running.items():
+            st = _held(s)
+            keyed.append((0, s.job.due_date, job_id,
+                          Intent(job_id, st.node, st.gpus, st.end(), must=True)))
+        for job_id, target in plan.items():
+            view = views[job_id]
+            n = self.node_index[target.node]
+            kept = view.assignment is not None and not stops_job(view.assignment, target)
+            keyed.append((0 if kept else 1, view.job.due_date, job_id, Intent(
+                job_id, n, target.gpus, now + snapshot.run_s(view, self.node_types[n], target),
+                must=kept and not view.job.preemptible, splittable=not self.waiting_only)))
+        keyed.sort(key=lambda k: k[:3])
+        admission = admit(self.cluster, now, left, [k[3] for k in keyed])
+        self.cap_forced += admission.forced
+        if admission.revisit_at is not None:
+            self.revisit = min(self.revisit, admission.revisit_at)
+        refused = [j for j in plan if j not in admission.admitted]
+        if not refused:
+            return plan
+        detail = f"{max(left, 0.0) / 1000:.3g} of {self.cap.kg:g} kg left"
+        return Decision.of(plan).replaced(
+            {j: a for j, a in plan.items() if j in admission.admitted},
+            revisit_at=admission.revisit_at,
+            reasons={j: Reason("carbon_cap", until=self.window_end, detail=detail)
+                     for j in refused})
+
+    def _roll_windows(self, now: float) -> None:
+        """Close every cap window that ended by `now`: each node's draw counted up to the
+        window's end, the window's emissions kept for the summary."""
+        assert self.cap is not None
+        while now >= self.window_end:
+            for n in range(len(self.nodes)):
+                self._settle(n, self.window_end)
+            self.window_emitted_g.append(self.emissions_g - self.window_base_g)
+            self.window_base_g = self.emissions_g
+            self.window_end += self.cap.window_s
+
     def _decide_waiting(self, now: float, active: dict[str, _JobState]) -> None:
         """A decision of a policy that keeps running jobs as they run (`preempts` False): it
         sees the waiting jobs alone, on a cluster of the GPUs left free (the snapshot
@@ -432,6 +502,9 @@ class Simulator:
                             self._views(waiting, now), self.first_start_overhead)
         plan = self._ask(snapshot, lambda snap: self.policy.decide(snap)
                          if snap.cluster.nodes else {})
+        if self.cap is not None:
+            plan = self._capped(snapshot, plan, now, {k: s for k, s in active.items()
+                                                      if s.stretch is not None})
         if self.record_decisions:
             kept = {k: _held(s).assignment for k, s in active.items() if s.stretch is not None}
             self.decisions.append((now, frozenset(active),
@@ -559,6 +632,14 @@ class Simulator:
                                   self.energy_joules, self.period,
                                   energy_eur=None if self.priced is None else self.energy_eur,
                                   emissions_g=None if self.emits is None else self.emissions_g)
+        if self.cap is not None:
+            cap_g = self.cap.kg * 1000.0
+            result.summary.update({
+                "carbon_cap_kg": self.cap.kg,
+                "carbon_cap_worst_kg": max(self.window_emitted_g, default=0.0) / 1000.0,
+                "carbon_cap_over_kg": sum(max(0.0, w - cap_g)
+                                          for w in self.window_emitted_g) / 1000.0,
+                "carbon_cap_forced": self.cap_forced})
         stats = getattr(self.policy, "stats", None)  # e.g. milp: time-outs and worst gap
         if isinstance(stats, dict):
             result.summary["policy_stats"] = dict(stats)

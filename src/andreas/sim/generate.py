@@ -8,7 +8,7 @@ A *template* directory holds what does not depend on the instance: `template.yam
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 
@@ -180,8 +180,8 @@ def generate(template: Template, n_nodes: int, seed: int, shape: WorkloadShape =
     overhead = base.restart_overhead_s if restart_overhead_s is None else restart_overhead_s
     if overhead < 0:
         raise ValueError("restart overhead must be >= 0")
-    cluster = Cluster(base.gpu_types, paper_nodes(base, n_nodes, shape.node_types),
-                      base.energy_price, base.pue, overhead, base.tariff)
+    cluster = replace(base, nodes=paper_nodes(base, n_nodes, shape.node_types),
+                      restart_overhead_s=overhead)  # price, carbon and the rest as given
     rng = np.random.default_rng(seed)
     n_jobs = shape.jobs_per_node * n_nodes + 1
     submits = arrival_times(rng, n_jobs, shape.lam / n_nodes, shape.arrivals, shape.burst_size)

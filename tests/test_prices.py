@@ -162,3 +162,23 @@ def test_a_waiting_job_no_free_gpus_can_host_does_not_break_the_price_horizon():
     assert ctx.eur_per_joule == pytest.approx(0.30 / 3.6e6)
     plan = make_policy("fifo").decide(Snapshot(0.0, free, profiles, views))
     assert set(plan) == {"one"} and (plan["one"].node, plan["one"].gpus) == ("a", 1)
+
+
+def test_a_forecast_reads_the_hours_it_simulates_not_the_first_hours():
+    """A forecast runs on times relative to its now: at t = 2 h, a half-hour job on a 1 kW
+    node costs 0.5 kWh at the third hour's 1.0 EUR/kWh (0.5 EUR) and emits at its 400 g/kWh
+    (0.2 kg), not at hour 0's 0.1 EUR and 100 g (it read those before)."""
+    from andreas.policies.base import Assignment, JobView, Snapshot
+    from andreas.sim.forecast import forecast
+
+    H = 3600.0
+    cluster = Cluster({"g": GpuType("g", (1000.0,))}, (Node("a", "g", 1),), 0.5, 1.0, 0.0,
+                      Tariff((0.1, 0.1, 1.0, 1.0), H), Tariff((100.0, 100.0, 400.0, 400.0), H))
+    job = Job("a", 2 * H, 1e9, 0.01, 1.0, "p")
+    snapshot = Snapshot(2 * H, cluster, Profiles({"p": {("g", 1): 1800.0}}), (JobView(job, 1.0),))
+    f = forecast(snapshot, {"a": Assignment("a", 1)}, make_policy("greedy"))["a"]
+    assert f.energy_cost == pytest.approx(0.5, rel=1e-12)
+    assert f.emissions_kg == pytest.approx(0.2, rel=1e-12)
+    assert f.completion == pytest.approx(2.5 * H)
+    shifted = cluster.from_time(2 * H)
+    assert shifted.tariff.price_at(0.0) == 1.0 and shifted.carbon.price_at(7200.0) == 100.0

@@ -7,7 +7,7 @@ service can share it without copying or defensive checks.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
 from typing import Mapping
@@ -88,6 +88,11 @@ class Tariff:
 
     def mean(self, t0: float, t1: float) -> float:
         return self.price_at(t0) if t1 <= t0 else self.integral(t0, t1) / (t1 - t0)
+
+    def from_time(self, t0: float) -> "Tariff":
+        """The same series on a clock whose 0 is `t0` (a forecast runs on times relative to
+        its now): the price at t is this series' price at t0 + t."""
+        return Tariff(self.prices, self.step_s, (self.offset_s + t0) % self.period_s)
 
     def next_change(self, t: float) -> float:
         """The first price boundary strictly after `t`."""
@@ -178,6 +183,14 @@ class Cluster:
         if self.carbon is None:
             return 0.0
         return watts * self.carbon.integral(t0, t1) * self.pue / 3.6e6
+
+    def from_time(self, t0: float) -> "Cluster":
+        """This cluster on a clock whose 0 is `t0`: its price and carbon series shifted, so
+        that a forecast on times relative to now reads the hours it simulates."""
+        if t0 == 0.0 or (self.tariff is None and self.carbon is None):
+            return self
+        return replace(self, tariff=None if self.tariff is None else self.tariff.from_time(t0),
+                       carbon=None if self.carbon is None else self.carbon.from_time(t0))
 
     @cached_property
     def as_planned(self) -> "Cluster":

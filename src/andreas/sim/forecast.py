@@ -67,7 +67,9 @@ def forecast(snapshot: Snapshot, plan: Plan, policy: Policy, *,
         return {}
     jobs.extend(replace(job, submit_time=job.submit_time - now, due_date=job.due_date - now)
                 for job in sorted(arrivals, key=lambda j: j.submit_time))
-    scenario = Scenario(snapshot.cluster, snapshot.profiles, tuple(jobs), name="forecast")
+    # the series too: the simulation's hour 0 is now's hour
+    scenario = Scenario(snapshot.cluster.from_time(now), snapshot.profiles, tuple(jobs),
+                        name="forecast")
     wake = revisit_at(plan)  # a plan holding jobs back starts them then at the latest
     simulator = Simulator(scenario, policy, start=0.0, preset=preset,
                           first_start_overhead=snapshot.first_start_overhead,

@@ -500,6 +500,9 @@ def test_a_carbon_cap_that_binds_splits_the_job_across_days():
     # the accounts recomputed from the segments agree
     again = account_segments(run.scenario.cluster, run.scenario.jobs, run.segments)
     assert abs(again.emissions_g / 1000 - s["emissions_kg"]) <= 1e-9
+    assert again.window_emissions_g == pytest.approx({0: 1000.0, 1: 500.0})
+    assert again.cap_summary(1.0) == pytest.approx(
+        {"carbon_cap_worst_kg": s["carbon_cap_worst_kg"], "carbon_cap_over_kg": 0.0})
 
 
 def test_a_cap_a_policy_cannot_keep_is_reported_not_hidden():
@@ -511,6 +514,8 @@ def test_a_cap_a_policy_cannot_keep_is_reported_not_hidden():
     assert s["carbon_cap_forced"] == 1
     assert s["carbon_cap_worst_kg"] == pytest.approx(1.5)
     assert s["carbon_cap_over_kg"] == pytest.approx(0.5)
+    again = account_segments(run.scenario.cluster, run.scenario.jobs, run.segments)
+    assert again.cap_summary(1.0)["carbon_cap_over_kg"] == pytest.approx(0.5, rel=1e-12)
 
 
 def test_a_cap_that_never_binds_changes_no_decision():

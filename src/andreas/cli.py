@@ -581,13 +581,16 @@ def account_cmd(
     if breakdown.emissions_g is not None:  # the scenario gives the grid's carbon intensity
         checks += [("emissions_kg", breakdown.emissions_g / 1000.0),
                    ("carbon_cost", breakdown.carbon_cost)]
+    cap = load_scenario(scenario_dir).cluster.carbon_cap
+    if cap is not None:  # each window's emissions, recomputed
+        checks += list(breakdown.cap_summary(cap.kg).items())
     for key, value in [*checks, ("total_cost", breakdown.total_cost)]:
         if key not in summary:
             raise AndreasError(f"{out_dir / 'summary.json'}: no {key!r}; expected the output "
                                f"of a simulation of {scenario_dir}")
         match = abs(value - summary[key]) <= 1e-9 * max(1.0, abs(value))
         ok &= match
-        console.print(f"{key:15s} segments {value:.6f}  summary {summary[key]:.6f}  "
+        console.print(f"{key:19s} segments {value:.6f}  summary {summary[key]:.6f}  "
                       f"{'ok' if match else 'MISMATCH'}")
     if not ok:
         raise typer.Exit(1)

@@ -6,9 +6,10 @@ The simulator's bookkeeping, the policies' estimates and the independent recompu
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -71,6 +72,14 @@ class CostBreakdown:
     emissions_g: float | None = None  # with the grid's carbon intensity
     job_emissions_g: Mapping[str, float] | None = None
     carbon_cost: float = 0.0  # the carbon price x the emissions
+    window_emissions_g: Mapping[int, float] | None = None  # with a carbon cap: per window k
+
+    def cap_summary(self, cap_kg: float) -> dict[str, float]:
+        """The worst window's emissions and the total over `cap_kg` (kg), as a run reports
+        them (`carbon_cap_worst_kg`, `carbon_cap_over_kg`)."""
+        grams = list((self.window_emissions_g or {}).values())
+        return {"carbon_cap_worst_kg": max(grams, default=0.0) / 1000.0,
+                "carbon_cap_over_kg": sum(max(0.0, g - cap_kg * 1000.0) for g in grams) / 1000.0}
 
     @property
     def total_cost(self) -> float:
@@ -102,13 +111,18 @@ def account_segments(cluster: Cluster, jobs: Iterable[Job],
     total_joules = total_eur = total_g = 0.0
     priced = cluster.energy_eur if cluster.tariff is not None else None
     emits = cluster.carbon_g if cluster.carbon is not None else None
+    emits_total = emits  # the cluster's draw; with a carbon cap, also counted per window
+    windows: dict[int, float] | None = None
+    if emits is not None and cluster.carbon_cap is not None:
+        windows = defaultdict(float)
+        emits_total = _windowed(emits, cluster.carbon_cap.window_s, windows)
     end = max(completion.values(), default=0.0)
     for node in cluster.nodes:  # idle draw: the whole span, less the busy time added below
         total_joules += types[node.name].idle_w * end
         if priced:
             total_eur += priced(types[node.name].idle_w, 0.0, end)
-        if emits:
-            total_g += emits(types[node.name].idle_w, 0.0, end)
+        if emits_total:
+            total_g += emits_total(types[node.name].idle_w, 0.0, end)
     for node, segs in by_node.items():
         # Sweep line over segment boundaries; ends sort before starts at the same instant.
         events = sorted([(s.start, 1, i) for i, s in enumerate(segs)]
@@ -129,8 +143,8 @@ def account_segments(cluster: Cluster, jobs: Iterable[Job],
                         job_g[s.job_id] += emits(share, last, t)
                 if priced:
                     total_eur += priced(watts - types[node].idle_w, last, t)
-                if emits:
-                    total_g += emits(watts - types[node].idle_w, last, t)
+                if emits_total:
+                    total_g += emits_total(watts - types[node].idle_w, last, t)
             last = t
             if is_start:
                 active[i] = segs[i]
@@ -156,4 +170,25 @@ def account_segments(cluster: Cluster, jobs: Iterable[Job],
         emissions_g=total_g if emits else None,
         job_emissions_g=dict(job_g) if emits else None,
         carbon_cost=carbon_cost(cluster, total_g),
+        window_emissions_g=None if windows is None else dict(windows),
     )
+
+
+def _windowed(emits: Callable[[float, float, float], float], window_s: float,
+              windows: dict[int, float]) -> Callable[[float, float, float], float]:
+    """`emits(watts, t0, t1)` that also adds what it returns to each carbon-cap window
+    [k window_s, (k + 1) window_s) the interval falls in (`windows[k]`, grams): for the
+    cluster's draw, not the jobs' shares of it."""
+    def split(watts: float, t0: float, t1: float) -> float:
+        total = 0.0
+        k = math.floor(t0 / window_s)
+        while True:
+            a, b = max(t0, k * window_s), min(t1, (k + 1) * window_s)
+            if b > a:
+                grams = emits(watts, a, b)
+                windows[k] += grams
+                total += grams
+            if (k + 1) * window_s >= t1:
+                return total
+            k += 1
+    return split

@@ -66,17 +66,24 @@ def zoo_instances(family: str, instances: int) -> list[Scenario]:
     return build_family(family, recipes[family], instances)
 
 
+def zone_series(window: str) -> tuple[Tariff, Tariff, float]:
+    """A ZONES window's hourly price (EUR/kWh) and intensity series, and the threshold the
+    carbon-threshold baseline gets there (the median intensity of the first 30 hours)."""
+    zone, start = ZONES[window]
+    price = series("energy_price", f"{{csv: '{DATA / f'price_{zone}_2023_hourly_usd_mwh.csv'}'"
+                   f", start: '{start}', scale: 0.92}}", read_tariff)
+    carbon = series("carbon_intensity", f"{{csv: '{DATA / f'carbon_{zone}_2023_hourly.csv'}'"
+                    f", start: '{start}'}}", read_carbon)
+    first = int(carbon.offset_s // carbon.step_s)
+    return price, carbon, statistics.median(carbon.prices[first:first + 30])
+
+
 def run(instances: int, carbon_prices: list[float], workload: str) -> list[str]:
     lines = []
     bases = paper_instances(instances) if workload == "paper" else zoo_instances(workload,
                                                                                   instances)
-    for window, (zone, start) in ZONES.items():
-        price = series("energy_price", f"{{csv: '{DATA / f'price_{zone}_2023_hourly_usd_mwh.csv'}'"
-                       f", start: '{start}', scale: 0.92}}", read_tariff)
-        carbon = series("carbon_intensity", f"{{csv: '{DATA / f'carbon_{zone}_2023_hourly.csv'}'"
-                        f", start: '{start}'}}", read_carbon)
-        first = int(carbon.offset_s // carbon.step_s)
-        threshold = statistics.median(carbon.prices[first:first + 30])
+    for window in ZONES:
+        price, carbon, threshold = zone_series(window)
         lines += [f"\n### {window} (threshold {threshold:.0f} g/kWh)\n",
                   "| carbon EUR/t | policy | total EUR | energy EUR | carbon EUR | "
                   "kg CO2eq | tardiness EUR | tardy jobs |",

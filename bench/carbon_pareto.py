@@ -18,16 +18,15 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import statistics
 import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 from benchmeta import measured_line
-from carbon_demo import DATA, ZONES, paper_instances, series, zoo_instances
+from carbon_demo import ZONES, paper_instances, zone_series, zoo_instances
 
-from andreas.io import read_carbon, read_tariff, write_scenario
+from andreas.io import write_scenario
 from andreas.model import Scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,13 +37,7 @@ def write_instances(workload: str, window: str, instances: int, where: Path) -> 
                                                                                       float]:
     """The instances as scenario directories with the zone's series; and the threshold the
     carbon-threshold baseline gets (the median intensity of the first 30 hours)."""
-    zone, start = ZONES[window]
-    price = series("energy_price", f"{{csv: '{DATA / f'price_{zone}_2023_hourly_usd_mwh.csv'}'"
-                   f", start: '{start}', scale: 0.92}}", read_tariff)
-    carbon = series("carbon_intensity", f"{{csv: '{DATA / f'carbon_{zone}_2023_hourly.csv'}'"
-                    f", start: '{start}'}}", read_carbon)
-    first = int(carbon.offset_s // carbon.step_s)
-    threshold = statistics.median(carbon.prices[first:first + 30])
+    price, carbon, threshold = zone_series(window)
     bases = (paper_instances(instances) if workload == "paper"
              else zoo_instances(workload, instances))
     dirs = []

@@ -22,6 +22,10 @@
 # make bench-budget - cost against decision budget (andreas); writes bench/budget.md and .png
 # make bench-decisions - andreas decision time p50/p99/max at 100 nodes x 450 jobs and
 #              252 nodes (2,016 GPUs) x 1,000 jobs; writes bench/decisions.md
+# make bench-carbon - emissions, cost and tardiness per policy and carbon price on the paper
+#              scenario and real Philly and Alibaba windows under CAISO's and PJM's series, and
+#              the carbon-price sweeps with their Pareto figures (needs ../shared/data; about
+#              an hour): bench/carbon.md, bench/carbon-pareto-*.md, docs/img/carbon-pareto-*.png
 # make bench-scale - the whole Philly and Alibaba 2023 traces, the baselines event by event and
 #              the Randomized Greedy in 300 s rounds (needs ../shared/data; about 30
 #              minutes); writes bench/scale.md and bench/scale-alibaba.md
@@ -30,7 +34,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint zoo zoo-holdout zoo-holdout2 bench bench-bound bench-budget bench-decisions bench-scale bench-service chaos install install-browser install-slurm install-acl screenshots clean
+.PHONY: demo test test-fast lint zoo zoo-holdout zoo-holdout2 bench bench-bound bench-budget bench-decisions bench-scale bench-carbon bench-service chaos install install-browser install-slurm install-acl screenshots clean
 
 $(STAMP): pyproject.toml requirements.lock
 	@echo "== setting up $(VENV): ANDREAS, its service and test dependencies (a few minutes, once)"
@@ -114,6 +118,13 @@ bench-bound: $(STAMP)
 
 bench-decisions: $(STAMP)
 	$(BIN)/python bench/decision_bench.py --out bench/decisions.md
+
+bench-carbon: $(STAMP)
+	$(BIN)/python bench/carbon_demo.py --carbon-prices 0,100,400
+	$(BIN)/python bench/carbon_demo.py --workload philly-windows --carbon-prices 0,100 --append
+	$(BIN)/python bench/carbon_demo.py --workload alibaba-windows --carbon-prices 0,100 --append
+	$(BIN)/python bench/carbon_pareto.py --workload philly-windows --zone CAISO
+	$(BIN)/python bench/carbon_pareto.py --workload alibaba-windows --zone CAISO
 
 bench-scale: $(STAMP)
 	$(BIN)/python bench/scale_bench.py --kind philly --out bench/scale.md

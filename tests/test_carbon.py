@@ -528,6 +528,7 @@ def test_a_cap_that_never_binds_changes_no_decision():
         b = simulate(dataclasses.replace(base, cluster=dataclasses.replace(
             carbon, carbon_cap=CarbonCap(1e6))), make_policy(policy, seed=1))
         assert list(a.segments) == list(b.segments)
+        assert b.rescheduling_points == a.rescheduling_points  # no decision at midnight
         assert b.summary["total_cost"] == pytest.approx(a.summary["total_cost"], rel=1e-12)
         assert b.summary["carbon_cap_over_kg"] == 0.0 and b.summary["carbon_cap_forced"] == 0
         assert 0 < b.summary["carbon_cap_worst_kg"] <= b.summary["emissions_kg"] + 1e-12

@@ -255,7 +255,6 @@ class Simulator:
         for job in jobs[first:]:
             queue.push(Arrival(job.submit_time, job))
         tick, price, revisit = Timer("tick"), Timer("price"), Timer("revisit")
-        self.window_timer = Timer("window")
         if self.preset:
             self._apply_preset(jobs[:first], now)
         decided = changed = True
@@ -270,6 +269,8 @@ class Simulator:
                     f"policy {self.policy.name!r} left {len(active)} job(s) waiting on an idle "
                     f"cluster at t={now:.1f}s with nothing left to wait for")
             now = queue.next_time(self)
+            if self.cap is not None and now >= self.window_end:
+                self._roll_windows(now)  # before this batch changes what any node draws
             batch = queue.pop_batch(self, now)
             finishing = sorted((e for e in batch if isinstance(e, Completion)),
                                key=lambda e: e.state.index)
@@ -278,9 +279,6 @@ class Simulator:
             for event in batch:
                 if not isinstance(event, Completion):
                     event.fire(self, now)
-            if self.cap is not None and now >= self.window_end:
-                self._roll_windows(now)
-                changed = True  # a fresh budget: waiting jobs may start
             if revisit.fired:
                 self.revisit = math.inf  # asked now; the new plan may ask again
             changed = changed or price.fired or any(
@@ -314,8 +312,6 @@ class Simulator:
             waiting = self.running < len(self.active)
             price.arm(self.queue, self.tariff.next_change(now) if waiting else math.inf)
         revisit.arm(self.queue, self.revisit if active and not self.period_only else math.inf)
-        if self.cap is not None:
-            self.window_timer.arm(self.queue, self.window_end if active else math.inf)
 
     def activate(self, job: Job) -> None:
         """A job arrives (Arrival events, and the preset's jobs)."""

@@ -24,8 +24,9 @@
 #              252 nodes (2,016 GPUs) x 1,000 jobs; writes bench/decisions.md
 # make bench-carbon - emissions, cost and tardiness per policy and carbon price on the paper
 #              scenario and real Philly and Alibaba windows under CAISO's and PJM's series, and
-#              the carbon-price sweeps with their Pareto figures (needs ../shared/data; about
-#              an hour): bench/carbon.md, bench/carbon-pareto-*.md, docs/img/carbon-pareto-*.png
+#              the carbon-price sweeps with their Pareto figures, and daily caps (needs
+#              ../shared/data; about an hour): bench/carbon.md, bench/carbon-pareto-*.md,
+#              bench/carbon-cap.md, docs/img/carbon-pareto-*.png
 # make bench-scale - the whole Philly and Alibaba 2023 traces, the baselines event by event and
 #              the Randomized Greedy in 300 s rounds (needs ../shared/data; about 30
 #              minutes); writes bench/scale.md and bench/scale-alibaba.md
@@ -125,6 +126,7 @@ bench-carbon: $(STAMP)
 	$(BIN)/python bench/carbon_demo.py --workload alibaba-windows --carbon-prices 0,100 --append
 	$(BIN)/python bench/carbon_pareto.py --workload philly-windows --zone CAISO
 	$(BIN)/python bench/carbon_pareto.py --workload alibaba-windows --zone CAISO
+	$(BIN)/python bench/carbon_cap_demo.py --workload philly-windows --zone CAISO
 
 bench-scale: $(STAMP)
 	$(BIN)/python bench/scale_bench.py --kind philly --out bench/scale.md

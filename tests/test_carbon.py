@@ -253,17 +253,19 @@ def _service_with_carbon(tmp_path, carbon: str):
 
 
 @pytest.mark.parametrize("carbon, field", [
-    ("carbon_intensity: {g_per_kwh: [300, 120]}\n", "carbon_intensity"),
+    ("carbon_intensity: {csv: c.csv, start: '2023-01-01'}\n", "carbon_intensity.start"),
     ("carbon_intensity: {g_per_kwh: [300]}\ncarbon_price: 100\n", "carbon_price"),
     ("carbon_intensity: {g_per_kwh: [300]}\ncarbon_cap_kg: 10\n", "carbon_cap_kg")])
 def test_the_service_refuses_carbon_settings_it_would_ignore(tmp_path, carbon, field):
-    """The live service reports emissions at one intensity (the grid's average) but neither
-    follows an intensity over time nor prices it yet: either is one clear error naming the
+    """The live service places an intensity's rows at their own timestamps (a `start` would
+    move them), and neither prices carbon nor caps it yet: each is one clear error naming the
     file and field, not a setting silently left out of its decisions."""
     from andreas.service.config import read_service_config
 
+    service = _service_with_carbon(tmp_path, carbon)
+    (service.parent / "c.csv").write_text("Datetime (UTC),g\n2023-01-01 00:00:00,300\n")
     with pytest.raises(ScenarioError) as info:
-        read_service_config(_service_with_carbon(tmp_path, carbon))
+        read_service_config(service)
     assert "cluster.yaml" in str(info.value) and f"field '{field}'" in str(info.value)
 
 
@@ -305,7 +307,7 @@ def test_the_service_reports_emissions_at_the_grids_intensity(tmp_path):
             0.3 * samples["andreas_energy_kwh_total"], rel=1e-9)
         _sign_in(client)
         page = client.get("/ui/cluster").text
-        assert "Emissions so far" in page and "at 300 g/kWh" in page
+        assert "Emissions so far" in page and "the grid now: 300 g/kWh" in page
         out = io.StringIO()
         Console(file=out, width=300).print(jobs_table([ClientJob.of(j) for j in jobs], 0.0))
         table = out.getvalue()
@@ -573,3 +575,36 @@ def test_a_template_with_an_intensity_sweeps_at_carbon_prices(tmp_path):
     rows, _ = run_sweep(config, template, tmp_path / "sw")
     assert [(r["nodes"], r["carbon_price"]) for r in rows] == [(2, 0.0), (2, 100.0)]
     assert rows[1]["carbon_cost"] == pytest.approx(0.1 * rows[1]["emissions_kg"])
+
+
+def test_the_service_reads_an_hourly_intensity_on_the_wall_clock(tmp_path):
+    """In the service a CSV row holds at its own UTC timestamp: on Unix time, 01:30 reads the
+    01:00 row. A run on a 1 kW node from 01:00 to 02:00 emits that row's 200 g, in the
+    service's accounting too (which shifts times to its first run, and the series with them)."""
+    from datetime import datetime, timezone
+
+    from andreas.service.energy import modelled_costs
+
+    (tmp_path / "c.csv").write_text("Datetime (UTC),Zone,g\n2026-12-05 00:00:00+00:00,Z,100\n"
+                                    "2026-12-05 01:00:00+00:00,Z,200\n"
+                                    "2026-12-05 02:00:00+00:00,Z,300\n")
+    path = tmp_path / "cluster.yaml"
+    path.write_text("energy_price: 0.1\ncarbon_intensity: {csv: c.csv, column: g}\n"
+                    "gpu_types:\n  g: {node_power_w: [1000]}\n"
+                    "nodes:\n  - {name: a, gpu_type: g, gpus: 1}\n")
+    cluster = read_cluster(path, wall_clock=True)
+    one = datetime(2026, 12, 5, 1, tzinfo=timezone.utc).timestamp()
+    assert cluster.carbon.price_at(one + 1800) == 200.0
+    assert cluster.carbon.price_at(one + H) == 300.0 and cluster.carbon.price_at(one - 1) == 100.0
+    assert read_cluster(path).carbon.price_at(0.0) == 100.0  # a scenario: row 0 at time 0
+    from andreas.model import Segment
+
+    costs = modelled_costs(cluster, [Job("j", one, one + 2 * H, 0.01, 1.0, "p")],
+                           [Segment("j", "a", "g", 1, one, one + H, 1.0)])
+    assert costs.emissions_g == pytest.approx(200.0, rel=1e-12)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("when,g\nyesterday,5\n")
+    path.write_text(path.read_text().replace("c.csv", "bad.csv"))
+    with pytest.raises(ScenarioError) as info:
+        read_cluster(path, wall_clock=True)
+    assert str(info.value).startswith(f"{bad}:2: field 'when'")

@@ -168,8 +168,9 @@ CLUSTER_KEYS = ("energy_price", "pue", "restart_overhead_s", "gpu_types", "nodes
 CARBON_COLUMN = "Carbon Intensity gCO₂eq/kWh (direct)"  # the green-dcc / Electricity Maps files
 
 
-def read_cluster(path: Path, *, require_nodes: bool = True) -> Cluster:
-    """Read `cluster.yaml`; a generator template may leave out `nodes`."""
+def read_cluster(path: Path, *, require_nodes: bool = True, wall_clock: bool = False) -> Cluster:
+    """Read `cluster.yaml`; a generator template may leave out `nodes`. `wall_clock` (the live
+    service): a carbon intensity's rows hold at their own UTC timestamps, on Unix time."""
     doc = _Fields(path, _load_yaml(path))
     doc.only(*CLUSTER_KEYS)
     tariff = None
@@ -187,7 +188,7 @@ def read_cluster(path: Path, *, require_nodes: bool = True) -> Cluster:
         if not isinstance(carbon_item.value, dict):
             raise doc.error(doc.name("carbon_intensity"), "expected a mapping: {csv: FILE, "
                             "start: ..., column: ...} or {g_per_kwh: [...]}", carbon_item.line)
-        carbon = read_carbon(path, _Fields(path, carbon_item, "carbon_intensity"))
+        carbon = read_carbon(path, _Fields(path, carbon_item, "carbon_intensity"), wall_clock)
     carbon_price = doc.number("carbon_price", default=0.0, minimum=0.0)
     if carbon_price and carbon is None:
         raise doc.error(doc.name("carbon_price"), "a carbon price needs the grid's "
@@ -328,7 +329,7 @@ def read_tariff(path: Path, doc: "_Fields") -> Tariff:
     return _read_series(path, doc, "eur_per_kwh", "a price", per_kwh, None, minimum=None)
 
 
-def read_carbon(path: Path, doc: "_Fields") -> Tariff:
+def read_carbon(path: Path, doc: "_Fields", wall_clock: bool = False) -> Tariff:
     """`carbon_intensity`: the grid's hourly carbon intensity in gCO2eq per kWh, from a CSV
     (the Electricity Maps files green-dcc redistributes; `column` names the intensity, by
     default the direct one) or inline, with the time handling of `energy_price`
@@ -338,11 +339,12 @@ def read_carbon(path: Path, doc: "_Fields") -> Tariff:
         carbon_intensity: {g_per_kwh: [250, 180, 90, ...], step_s: 3600, offset_s: 0}"""
     doc.only("csv", "start", "scale", "g_per_kwh", "step_s", "offset_s", "column")
     return _read_series(path, doc, "g_per_kwh", "an intensity in gCO2eq/kWh", 1.0,
-                        CARBON_COLUMN, minimum=0.0)
+                        CARBON_COLUMN, minimum=0.0, wall_clock=wall_clock)
 
 
 def _read_series(path: Path, doc: "_Fields", inline_key: str, what: str, per_unit: float,
-                 default_column: str | None, minimum: float | None) -> Tariff:
+                 default_column: str | None, minimum: float | None,
+                 wall_clock: bool = False) -> Tariff:
     """A step series (`Tariff`) from `doc`: listed inline under `inline_key`, or read from
     the CSV column `column` (default `default_column`, else the last), each value times
     `per_unit` and `scale`, none below `minimum`; `start`, `step_s` and `offset_s` place it
@@ -398,6 +400,13 @@ def _read_series(path: Path, doc: "_Fields", inline_key: str, what: str, per_uni
             stamps.append(row[0].strip())
     if not out:
         raise ScenarioError(csv_path, "no values; expected one row per step", line=2)
+    if wall_clock:  # each row at its own timestamp: Unix time t reads the row covering t
+        if doc.get("start") is not None:
+            raise doc.error(doc.name("start"), "the live service places each row at its own "
+                            "timestamp; expected no start here", doc.require("start").line)
+        first_stamp = _unix_time(csv_path, stamps[0], header[0])
+        series = Tariff(tuple(out), step)
+        return Tariff(tuple(out), step, (-first_stamp) % series.period_s)
     start_item = doc.get("start")
     first = 0
     if start_item is not None:
@@ -415,6 +424,20 @@ def _read_series(path: Path, doc: "_Fields", inline_key: str, what: str, per_uni
             raise doc.error(doc.name("start"), f"expected a row from 0 to {len(out) - 1}, "
                             f"got {first}", start_item.line)
     return Tariff(tuple(out), step, first * step)
+
+
+def _unix_time(path: Path, stamp: str, column: str) -> float:
+    """A CSV's first timestamp (ISO 8601; UTC unless it says otherwise) as Unix time."""
+    from datetime import datetime, timezone
+
+    try:
+        moment = datetime.fromisoformat(stamp)
+    except ValueError:
+        raise ScenarioError(path, f"expected a timestamp like 2023-05-07 00:00:00+00:00, got "
+                            f"{stamp!r}", line=2, field=column.strip()) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
 
 
 def _complete(path: Path, line: int, *args) -> dict[str, GpuType]:

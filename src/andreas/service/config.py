@@ -159,15 +159,10 @@ def read_service_config(path: str | Path) -> ServiceConfig:
         raise doc.error("executor", f"expected local, ray or slurm, got {executor!r}",
                         doc.require("executor").line)
     cluster_path = base / text("cluster")
-    cluster = read_cluster(cluster_path, require_nodes=executor == "local")
+    cluster = read_cluster(cluster_path, require_nodes=executor == "local", wall_clock=True)
     if cluster.tariff is not None:
         raise ScenarioError(cluster_path, "a time-varying energy_price is supported by the "
                             "simulator only, for now; expected a number here", field="energy_price")
-    if cluster.carbon is not None and len(set(cluster.carbon.prices)) > 1:
-        raise ScenarioError(cluster_path, "an intensity that changes over time is supported by "
-                            "the simulator only, for now (docs/carbon.md); expected one value "
-                            "here, e.g. {g_per_kwh: [350]} (the grid's average)",
-                            field="carbon_intensity")
     if cluster.carbon_cap is not None:
         raise ScenarioError(cluster_path, "a carbon cap is enforced by the simulator only, for "
                             "now (docs/carbon.md); expected no carbon_cap_kg here",

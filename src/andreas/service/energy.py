@@ -33,11 +33,12 @@ def modelled_costs(cluster: Cluster, jobs: list[Job], segments: list[Segment]) -
     """Energy and tardiness from busy intervals on the power table, on Unix-time inputs.
 
     Times are shifted to start at the first segment, since `account_segments` charges idle
-    draw from time 0 on."""
+    draw from time 0 on; the cluster's series with them."""
     origin = min((s.start for s in segments), default=0.0)
     shifted = [replace(s, start=s.start - origin, end=s.end - origin) for s in segments]
     shifted_jobs = [Job(j.job_id, j.submit_time - origin, j.due_date - origin,
                         j.tardiness_weight, j.epochs, j.profile) for j in jobs]
-    result = account_segments(cluster, shifted_jobs, shifted)
+    # the series too (a carbon intensity on Unix time): the shifted hour 0 is the origin's
+    result = account_segments(cluster.from_time(origin), shifted_jobs, shifted)
     completion = {k: v + origin for k, v in result.completion.items()}
     return replace(result, completion=completion)

@@ -197,6 +197,6 @@ def cluster_view(svc: Services, user: User, now: float) -> ClusterView:
         {"energy_cost": measured["energy_cost"], "energy_kwh": measured["energy_kwh"],
          "tardiness_cost": measured["tardiness_cost"],
          "emissions_kg": measured.get("emissions_kg"),
-         "carbon_g_per_kwh": cluster.carbon.prices[0] if cluster.carbon else None},
+         "carbon_g_per_kwh": cluster.carbon.price_at(now) if cluster.carbon else None},
         len(recent) / 10.0, sum(d for _, d in recent) / len(recent) if recent else 0.0,
         plan.decision_s, plan.decisions)

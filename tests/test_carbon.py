@@ -254,12 +254,11 @@ def _service_with_carbon(tmp_path, carbon: str):
 
 @pytest.mark.parametrize("carbon, field", [
     ("carbon_intensity: {csv: c.csv, start: '2023-01-01'}\n", "carbon_intensity.start"),
-    ("carbon_intensity: {g_per_kwh: [300]}\ncarbon_price: 100\n", "carbon_price"),
     ("carbon_intensity: {g_per_kwh: [300]}\ncarbon_cap_kg: 10\n", "carbon_cap_kg")])
 def test_the_service_refuses_carbon_settings_it_would_ignore(tmp_path, carbon, field):
     """The live service places an intensity's rows at their own timestamps (a `start` would
-    move them), and neither prices carbon nor caps it yet: each is one clear error naming the
-    file and field, not a setting silently left out of its decisions."""
+    move them), and does not cap carbon yet: each is one clear error naming the file and
+    field, not a setting silently left out of its decisions."""
     from andreas.service.config import read_service_config
 
     service = _service_with_carbon(tmp_path, carbon)
@@ -272,8 +271,10 @@ def test_the_service_refuses_carbon_settings_it_would_ignore(tmp_path, carbon, f
 @pytest.mark.service
 def test_the_service_reports_emissions_at_the_grids_intensity(tmp_path):
     """At 300 g/kWh and 0.2 EUR/kWh every kWh costs 0.2 EUR and emits 0.3 kg: each job's
-    measured emissions are 1.5 x its energy cost; the first forecast gave emissions too;
-    /metrics, the cluster page and `andreas jobs` show them."""
+    measured emissions are 1.5 x its energy cost; at 100 EUR/t they cost 0.1 EUR per kg, in
+    the job's total; the first forecast gave emissions and their cost too (split out of the
+    energy price policies see, 0.23 EUR/kWh); /metrics, the cluster page and `andreas jobs`
+    show them."""
     from conftest import train_job, wait_for
     from fastapi.testclient import TestClient
     from prometheus_client.parser import text_string_to_metric_families
@@ -287,7 +288,8 @@ def test_the_service_reports_emissions_at_the_grids_intensity(tmp_path):
 
     admin = {"Authorization": "Bearer admin-secret"}
     config = read_service_config(_service_with_carbon(
-        tmp_path, "carbon_intensity: {g_per_kwh: [300]}\n"))
+        tmp_path, "carbon_intensity: {g_per_kwh: [300]}\ncarbon_price: 100\n"))
+    assert config.cluster.as_planned.eur_per_joule(0.0, 1.0) * 3.6e6 == pytest.approx(0.23)
     with TestClient(create_app(config, admin_token="admin-secret")) as client:
         ids = [client.post("/jobs", headers=admin, json=train_job(4)).json()["id"]
                for _ in range(2)]
@@ -300,11 +302,24 @@ def test_the_service_reports_emissions_at_the_grids_intensity(tmp_path):
             assert measured["energy_cost"] > 0
             assert measured["emissions_kg"] == pytest.approx(1.5 * measured["energy_cost"],
                                                              rel=1e-9)
-            assert job["predicted"]["emissions_kg"] > 0
+            assert measured["carbon_cost"] == pytest.approx(0.1 * measured["emissions_kg"])
+            assert measured["total_cost"] == pytest.approx(
+                measured["energy_cost"] + measured["carbon_cost"] + measured["tardiness_cost"])
+            predicted = job["predicted"]
+            assert predicted["emissions_kg"] > 0
+            assert predicted["carbon_cost"] == pytest.approx(0.1 * predicted["emissions_kg"])
+            assert predicted["total_cost"] == pytest.approx(
+                predicted["energy_cost"] + predicted["carbon_cost"]
+                + predicted["tardiness_cost"])
+            # the forecast's energy at 0.2 EUR/kWh emits 1.5 kg per EUR, as measured
+            assert predicted["emissions_kg"] == pytest.approx(1.5 * predicted["energy_cost"],
+                                                              rel=1e-6)
         samples = {s.name: s.value for family in text_string_to_metric_families(
             client.get("/metrics", headers=admin).text) for s in family.samples}
         assert samples["andreas_emissions_kg_total"] == pytest.approx(
             0.3 * samples["andreas_energy_kwh_total"], rel=1e-9)
+        assert samples["andreas_carbon_cost_eur_total"] == pytest.approx(
+            0.1 * samples["andreas_emissions_kg_total"], rel=1e-9)
         _sign_in(client)
         page = client.get("/ui/cluster").text
         assert "Emissions so far" in page and "the grid now: 300 g/kWh" in page
@@ -589,7 +604,9 @@ def test_the_service_reads_an_hourly_intensity_on_the_wall_clock(tmp_path):
                                     "2026-12-05 01:00:00+00:00,Z,200\n"
                                     "2026-12-05 02:00:00+00:00,Z,300\n")
     path = tmp_path / "cluster.yaml"
-    path.write_text("energy_price: 0.1\ncarbon_intensity: {csv: c.csv, column: g}\n"
+    (tmp_path / "p.csv").write_text("Datetime (UTC),EUR/MWh\n2026-12-04 23:00:00+00:00,50\n"
+                                    "2026-12-05 00:00:00+00:00,70\n")
+    path.write_text("energy_price: {csv: p.csv}\ncarbon_intensity: {csv: c.csv, column: g}\n"
                     "gpu_types:\n  g: {node_power_w: [1000]}\n"
                     "nodes:\n  - {name: a, gpu_type: g, gpus: 1}\n")
     cluster = read_cluster(path, wall_clock=True)
@@ -597,6 +614,8 @@ def test_the_service_reads_an_hourly_intensity_on_the_wall_clock(tmp_path):
     assert cluster.carbon.price_at(one + 1800) == 200.0
     assert cluster.carbon.price_at(one + H) == 300.0 and cluster.carbon.price_at(one - 1) == 100.0
     assert read_cluster(path).carbon.price_at(0.0) == 100.0  # a scenario: row 0 at time 0
+    assert cluster.tariff.price_at(one - H) == pytest.approx(0.07)  # 00:00's row, per kWh
+    assert cluster.tariff.price_at(one - 1.5 * H) == pytest.approx(0.05)
     from andreas.model import Segment
 
     costs = modelled_costs(cluster, [Job("j", one, one + 2 * H, 0.01, 1.0, "p")],
@@ -604,7 +623,38 @@ def test_the_service_reads_an_hourly_intensity_on_the_wall_clock(tmp_path):
     assert costs.emissions_g == pytest.approx(200.0, rel=1e-12)
     bad = tmp_path / "bad.csv"
     bad.write_text("when,g\nyesterday,5\n")
-    path.write_text(path.read_text().replace("c.csv", "bad.csv"))
+    path.write_text(path.read_text().replace("c.csv", "bad.csv").replace(
+        "{csv: p.csv}", "0.1"))
     with pytest.raises(ScenarioError) as info:
         read_cluster(path, wall_clock=True)
     assert str(info.value).startswith(f"{bad}:2: field 'when'")
+
+
+@pytest.mark.service
+def test_the_service_runs_under_an_hourly_price(tmp_path):
+    """An hourly price (0.1 EUR/kWh on even UTC hours, 0.3 on odd ones) on the wall clock: a
+    job runs to completion and its energy is charged at prices the series gives."""
+    from conftest import train_job, wait_for
+    from fastapi.testclient import TestClient
+
+    from andreas.service.api import create_app
+    from andreas.service.config import read_service_config
+
+    admin = {"Authorization": "Bearer admin-secret"}
+    service = _service_with_carbon(tmp_path, "")
+    cluster = tmp_path / "svc" / "cluster.yaml"
+    cluster.write_text(cluster.read_text().replace(
+        "energy_price: 0.2\n", "energy_price: {eur_per_kwh: [0.1, 0.3], step_s: 3600}\n"))
+    config = read_service_config(service)
+    assert config.cluster.tariff is not None
+    with TestClient(create_app(config, admin_token="admin-secret")) as client:
+        job = client.post("/jobs", headers=admin, json=train_job(4)).json()["id"]
+        wait_for(lambda: client.get(f"/jobs/{job}", headers=admin).json()["state"]
+                 == "completed", timeout=90, what="the job to complete")
+        measured = client.get(f"/jobs/{job}", headers=admin).json()["measured"]
+        assert measured["energy_cost"] > 0
+        kwh = client.get("/metrics", headers=admin).text
+        total_kwh = float(next(line.split()[-1] for line in kwh.splitlines()
+                               if line.startswith("andreas_energy_kwh_total")))
+        assert 0.1 * total_kwh * (1 - 1e-9) <= measured["energy_cost"] <= 0.3 * total_kwh * (
+            1 + 1e-9)

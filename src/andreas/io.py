@@ -170,13 +170,14 @@ CARBON_COLUMN = "Carbon Intensity gCO₂eq/kWh (direct)"  # the green-dcc / Elec
 
 def read_cluster(path: Path, *, require_nodes: bool = True, wall_clock: bool = False) -> Cluster:
     """Read `cluster.yaml`; a generator template may leave out `nodes`. `wall_clock` (the live
-    service): a carbon intensity's rows hold at their own UTC timestamps, on Unix time."""
+    service): an hourly price's or intensity's rows hold at their own UTC timestamps, on Unix
+    time."""
     doc = _Fields(path, _load_yaml(path))
     doc.only(*CLUSTER_KEYS)
     tariff = None
     price_item = doc.get("energy_price")
     if price_item is not None and isinstance(price_item.value, dict):
-        tariff = read_tariff(path, _Fields(path, price_item, "energy_price"))
+        tariff = read_tariff(path, _Fields(path, price_item, "energy_price"), wall_clock)
         price = tariff.mean(0.0, tariff.period_s - tariff.offset_s) if tariff.prices else 0.0
     else:
         price = doc.number("energy_price", minimum=0.0)
@@ -310,7 +311,7 @@ def read_cluster(path: Path, *, require_nodes: bool = True, wall_clock: bool = F
     return cluster
 
 
-def read_tariff(path: Path, doc: "_Fields") -> Tariff:
+def read_tariff(path: Path, doc: "_Fields", wall_clock: bool = False) -> Tariff:
     """`energy_price` as a mapping: hourly prices from a CSV (the green-dcc series: a timestamp
     column and a price column, per MWh by default) or listed inline; negative prices allowed.
 
@@ -326,7 +327,8 @@ def read_tariff(path: Path, doc: "_Fields") -> Tariff:
         raise doc.error(doc.name("unit"), f"expected MWh or kWh, got {unit!r}",
                         unit_item.line if unit_item is not None else None)
     per_kwh = 1.0 if unit == "kWh" else 1e-3  # the green-dcc files are per MWh
-    return _read_series(path, doc, "eur_per_kwh", "a price", per_kwh, None, minimum=None)
+    return _read_series(path, doc, "eur_per_kwh", "a price", per_kwh, None, minimum=None,
+                        wall_clock=wall_clock)
 
 
 def read_carbon(path: Path, doc: "_Fields", wall_clock: bool = False) -> Tariff:

@@ -62,13 +62,17 @@ class Accounting:
                          "total_cost": energy + tardiness,
                          "gpu_energy_j_nvml": nvml.get(j.id)}
             if grams is not None:
-                out[j.id]["emissions_kg"] = grams.get(j.id, 0.0) / 1000.0
+                kg = out[j.id]["emissions_kg"] = grams.get(j.id, 0.0) / 1000.0
+                if cluster.carbon_price:  # priced: in the job's total, as in the objective
+                    out[j.id]["carbon_cost"] = cluster.carbon_price * kg / 1000.0
+                    out[j.id]["total_cost"] += out[j.id]["carbon_cost"]
         totals: dict[str, Any] = {"jobs": out, "energy_cost": costs.energy_cost,
                                   "energy_kwh": costs.energy_joules / 3.6e6,
                                   "tardiness_cost": sum(v["tardiness_cost"]
                                                         for v in out.values())}
         if costs.emissions_g is not None:
             totals["emissions_kg"] = costs.emissions_g / 1000.0
+            totals["carbon_cost"] = costs.carbon_cost
         return totals
 
     def cluster_for(self, runs: Sequence[Any]) -> Cluster:

@@ -160,17 +160,10 @@ def read_service_config(path: str | Path) -> ServiceConfig:
                         doc.require("executor").line)
     cluster_path = base / text("cluster")
     cluster = read_cluster(cluster_path, require_nodes=executor == "local", wall_clock=True)
-    if cluster.tariff is not None:
-        raise ScenarioError(cluster_path, "a time-varying energy_price is supported by the "
-                            "simulator only, for now; expected a number here", field="energy_price")
     if cluster.carbon_cap is not None:
         raise ScenarioError(cluster_path, "a carbon cap is enforced by the simulator only, for "
                             "now (docs/carbon.md); expected no carbon_cap_kg here",
                             field="carbon_cap_kg")
-    if cluster.carbon_price:
-        raise ScenarioError(cluster_path, "the service reports emissions but does not price "
-                            "them yet (docs/carbon.md); expected 0 or no carbon_price here",
-                            field="carbon_price")
     profiles = Profiles({})
     if doc.get("profiles") is not None:
         profiles = read_profiles(base / text("profiles"), cluster)

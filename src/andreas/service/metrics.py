@@ -60,6 +60,9 @@ class ServiceCollector(Collector):
             yield CounterMetricFamily("andreas_emissions_kg", "CO2eq emitted by the energy "
                                       "drawn so far (kg; the grid's intensity in cluster.yaml).",
                                       value=measured["emissions_kg"])
+            yield CounterMetricFamily("andreas_carbon_cost_eur", "The carbon price times the "
+                                      "emissions so far (0 without a carbon_price).",
+                                      value=measured["carbon_cost"])
         yield GaugeMetricFamily("andreas_predicted_cost_eur", "Cost still to come under the "
                                 "latest plan (its forecast).",
                                 value=sum(f["total_cost"] for f in

@@ -42,13 +42,18 @@ class PlanInfo:
     foreseen: tuple[ForeseenDecision, ...] = ()  # the later decisions the forecast made
 
 
-def forecast_entry(planned_at: float, f: JobForecast) -> dict:
-    """A job's forecast as `/plan` and the job's row show it."""
+def forecast_entry(planned_at: float, f: JobForecast, carbon_price: float = 0.0) -> dict:
+    """A job's forecast as `/plan` and the job's row show it. Forecasts run on the cluster as
+    policies see it, whose energy price includes `carbon_price` (EUR/t) times the intensity:
+    the carbon charge is split back out of the energy cost here."""
+    carbon = carbon_price * (f.emissions_kg or 0.0) / 1000.0
     entry = {"planned_at": planned_at, "start": f.start, "completion": f.completion,
-             "energy_cost": f.energy_cost, "tardiness_cost": f.tardiness_cost,
+             "energy_cost": f.energy_cost - carbon, "tardiness_cost": f.tardiness_cost,
              "total_cost": f.total_cost}
     if f.emissions_kg is not None:  # the cluster gives the grid's intensity
         entry["emissions_kg"] = f.emissions_kg
+        if carbon_price:
+            entry["carbon_cost"] = carbon
     return entry
 
 

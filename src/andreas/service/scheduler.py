@@ -189,7 +189,8 @@ class Scheduler:
                         source=proposal.source, revisit_at=proposal.revisit_at,
                         forecast_cut=self.planner.forecast_cut,
                         foreseen=tuple(self.planner.foreseen))
-        info.forecast = {job_id: forecast_entry(snapshot.time, f)
+        price = self.config.cluster.carbon_price
+        info.forecast = {job_id: forecast_entry(snapshot.time, f, price)
                          for job_id, f in predicted.items()}
         with self.store.session() as s:
             live = run_rows.live_gpu_indices(s)
@@ -212,7 +213,8 @@ class Scheduler:
         total = 0.0
         for job_id, m in spent.items():
             f = predicted.get(job_id)
-            total += m["energy_cost"] + (f.total_cost if f else m["tardiness_cost"])
+            total += m["energy_cost"] + m.get("carbon_cost", 0.0) + (
+                f.total_cost if f else m["tardiness_cost"])
         self.board.history.append({"time": now, "predicted_total": total, "jobs": len(spent)})
 
     # ------------------------------------------------------------------ what-if

@@ -38,10 +38,12 @@ class SnapshotRead:
     drained_out: dict[str, str]
 
 
-def cluster_of(config: ServiceConfig, executor: Executor) -> Cluster:
-    """The configured cluster (power tables, prices) over the nodes the executor has now."""
+def cluster_of(config: ServiceConfig, executor: Executor, planned: bool = False) -> Cluster:
+    """The configured cluster (power tables, prices) over the nodes the executor has now: as
+    it costs and emits (the accounts), or, `planned`, as policies see it (a carbon price
+    added to the energy price hour by hour: `Cluster.as_planned`)."""
     nodes = tuple(Node(n.name, n.gpu_type, n.gpus) for n in executor.nodes())
-    return replace(config.cluster, nodes=nodes)
+    return replace(config.cluster.as_planned if planned else config.cluster, nodes=nodes)
 
 
 def job_configs(config: ServiceConfig, job: Any, learned: bool = True
@@ -71,7 +73,7 @@ def read_snapshot(store: Store, executor: Executor, config: ServiceConfig,
                   clock: Callable[[], float] = time.time) -> SnapshotRead:
     """The cluster and the active jobs now, as the policy plans them."""
     now = clock()
-    cluster = whole = cluster_of(config, executor)
+    cluster = whole = cluster_of(config, executor, planned=True)
     held: dict[str, int] = {}
     views, table, running = [], {}, {}
     known = {n.name for n in cluster.nodes}

@@ -75,13 +75,15 @@ def test_measured_power_is_written_beside_the_profile_and_the_file_still_reads(t
     path = tmp_path / "profiles.csv"
     write_profiles(path, [_measurement("a", 212.345, 101.23), _measurement("b", None)])
     rows = {r["profile"]: r for r in csv.DictReader(path.open())}
-    assert rows["a"]["measured_power_w"] == "212.3" and rows["b"]["measured_power_w"] == ""
+    assert rows["a"]["power_w"] == "212.3" and rows["b"]["power_w"] == ""
     assert rows["a"]["startup_power_w"] == "101.2" and rows["b"]["startup_power_w"] == ""
     (tmp_path / "cluster.yaml").write_text(
         "energy_price: 0.25\ngpu_types:\n  H200: {node_power_w: [300]}\n"
         "nodes:\n  - {name: n, gpu_type: H200, gpus: 1}\n")
     profiles = read_profiles(path, read_cluster(tmp_path / "cluster.yaml"))
     assert profiles.seconds_per_epoch("a", "H200", 1) == pytest.approx(0.5)
+    assert profiles.gpu_power_w("a", ("H200", 1)) == pytest.approx(212.3)  # the job's own
+    assert profiles.gpu_power_w("b", ("H200", 1)) is None
 
 
 @pytest.mark.skipif(NvmlMeter().available, reason="this machine has an NVIDIA GPU")

@@ -13,7 +13,7 @@ from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
-from .model import Cluster, GpuType, Job, Segment
+from .model import Cluster, GpuType, Job, Profiles, Segment
 
 
 def tardiness_cost(weight: float, completion: float, due: float) -> float:
@@ -47,16 +47,40 @@ def job_draw_w(kind: GpuType, busy: int, gpus: int, saved_w: float = 0.0) -> flo
     return kind.power_w(busy) * gpus / busy - saved_w
 
 
+def own_power_saved_w(kind: GpuType, gpus: int, gpu_power_w: float | None) -> float:
+    """Watts a job whose GPUs each draw `gpu_power_w` (its profile's measured draw) draws below
+    the table's share on `gpus` GPUs of `kind`: gpus x (the table's draw per busy GPU - its
+    own); negative for a job that draws more than the table says. 0 without its own draw (the
+    paper's model). The simulator, the policies' estimates and the service's accounting all
+    take a job's own draw through this one rule, as a `saved_w` like a power limit's."""
+    if gpu_power_w is None:
+        return 0.0
+    return gpus * (kind.busy_gpu_w - gpu_power_w)
+
+
+def job_saved_w(cluster: Cluster, profiles: Profiles, profile: str, gpu_type: str, gpus: int,
+                limit_w: float | None = None) -> float:
+    """Watts a job of `profile` on `gpus` GPUs of `gpu_type` at power limit `limit_w` (None:
+    the default) draws below the power table's share while it trains: what its power limit
+    saves plus what its own measured draw differs by (`own_power_saved_w`)."""
+    config = (gpu_type, gpus)
+    return (profiles.saved_w(profile, config, limit_w) * gpus
+            + own_power_saved_w(cluster.gpu_types[gpu_type], gpus,
+                                profiles.gpu_power_w(profile, config)))
+
+
 def run_energy_cost(cluster: Cluster, gpu_type: str, gpus: int, seconds: float,
-                    start: float = 0.0) -> float:
+                    start: float = 0.0, saved_w: float = 0.0) -> float:
     """EUR for running `seconds` from `start` on `gpus` GPUs of a node of `gpu_type`, alone on
     that node.
 
     This is the estimate policies use to rank configurations: the job's node draws
     node_power_w[gpus-1] for the whole run, less the idle draw it would pay anyway (0 W by
-    default: nodes are off when idle). With a tariff, the price over the run is integrated.
+    default: nodes are off when idle), less what the job itself saves (`job_saved_w`). With a
+    tariff, the price over the run is integrated.
     """
-    return cluster.energy_eur(cluster.gpu_types[gpu_type].extra_w(gpus), start, start + seconds)
+    return cluster.energy_eur(cluster.gpu_types[gpu_type].extra_w(gpus) - saved_w, start,
+                              start + seconds)
 
 
 @dataclass(frozen=True)

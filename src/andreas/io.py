@@ -23,7 +23,10 @@ PROFILES_FILE = "profiles.csv"
 WORKLOAD_FILE = "workload.csv"
 PROFILE_COLUMNS = ("profile", "gpu_type", "gpus", "seconds_per_epoch")
 POWER_LIMIT_COLUMNS = ("power_limit_w", "gpu_power_w")  # optional: see docs/power-limits.md
+#: optional: the job's own draw per GPU while it trains (W), instead of the power table's
+OWN_POWER_COLUMN = "power_w"
 #: what `andreas profile` measured beside the speed: kept in the file, not read by the planner
+#: (`measured_power_w`: older versions' name for the draw, read as a note, not as `power_w`)
 MEASURED_COLUMNS = ("spread_s", "samples", "startup_s", "measured_power_w", "startup_power_w")
 WORKLOAD_COLUMNS = ("job_id", "submit_time", "due_date", "tardiness_weight", "epochs", "profile")
 # optional per-job controls (model.Job), written only when some job departs from the default
@@ -548,8 +551,10 @@ def read_profiles(path: Path, cluster: Cluster) -> Profiles:
     limit is the default (its speed is the configuration's), the others are options."""
     table: dict[str, dict[tuple[str, int], float]] = {}
     levels: dict[str, dict[tuple[str, int], list[PowerLevel]]] = {}
+    power: dict[str, dict[tuple[str, int], float]] = {}
     first_line: dict[tuple[str, tuple[str, int]], tuple[int, bool]] = {}
-    for line, row in csv_rows(path, PROFILE_COLUMNS, optional=POWER_LIMIT_COLUMNS, strict=True,
+    for line, row in csv_rows(path, PROFILE_COLUMNS,
+                              optional=POWER_LIMIT_COLUMNS + (OWN_POWER_COLUMN,), strict=True,
                               known=MEASURED_COLUMNS):
         gpu_type = canonical_gpu(row["gpu_type"]) or row["gpu_type"]
         if gpu_type not in cluster.gpu_types:
@@ -568,6 +573,17 @@ def read_profiles(path: Path, cluster: Cluster) -> Profiles:
             raise ScenarioError(path, "expected a profile name", line=line, field="profile")
         config = (gpu_type, gpus)
         limited = bool(row["power_limit_w"])
+        if row[OWN_POWER_COLUMN]:
+            if limited:
+                raise ScenarioError(path, "a row with a power limit gives its draw per GPU in "
+                                    "gpu_power_w; leave power_w empty", line=line,
+                                    field=OWN_POWER_COLUMN)
+            own = _float(path, line, OWN_POWER_COLUMN, row[OWN_POWER_COLUMN])
+            if not 0 < own < math.inf:
+                raise ScenarioError(path, f"expected the draw of each GPU in watts, a number "
+                                    f"> 0, got {row[OWN_POWER_COLUMN]}", line=line,
+                                    field=OWN_POWER_COLUMN)
+            power.setdefault(row["profile"], {})[config] = own
         seen = first_line.setdefault((row["profile"], config), (line, limited))
         if seen[1] != limited:
             raise ScenarioError(path, f"({row['profile']}, {gpu_type}, {gpus}) mixes rows with and "
@@ -599,7 +615,7 @@ def read_profiles(path: Path, cluster: Cluster) -> Profiles:
             table.setdefault(profile, {})[config] = max(known, key=lambda lv: lv.limit_w) \
                 .seconds_per_epoch
     return Profiles(table, {p: {c: tuple(ls) for c, ls in cs.items()}
-                            for p, cs in levels.items()})
+                            for p, cs in levels.items()}, power)
 
 
 def feasible_configs(cluster: Cluster, configs: dict[tuple[str, int], float] | Any) -> list:
@@ -718,15 +734,20 @@ def write_scenario(scenario: Scenario, directory: str | Path) -> None:
     with (directory / PROFILES_FILE).open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         profiles = scenario.profiles
-        w.writerow(PROFILE_COLUMNS + (POWER_LIMIT_COLUMNS if profiles.levels else ()))
+        own = [OWN_POWER_COLUMN] if profiles.power else []
+        w.writerow(PROFILE_COLUMNS + (POWER_LIMIT_COLUMNS if profiles.levels else ())
+                   + tuple(own))
         for profile, configs in profiles.table.items():
             for (gpu_type, gpus), spe in configs.items():
+                blank_own = [""] if own else []
                 for lv in profiles.power_levels(profile, (gpu_type, gpus)):
                     w.writerow([profile, gpu_type, gpus, _number(lv.seconds_per_epoch),
-                                _number(lv.limit_w), _number(lv.gpu_power_w)])
+                                _number(lv.limit_w), _number(lv.gpu_power_w)] + blank_own)
                 if not profiles.power_levels(profile, (gpu_type, gpus)):
                     blanks = ["", ""] if profiles.levels else []
-                    w.writerow([profile, gpu_type, gpus, _number(spe)] + blanks)
+                    watts = profiles.gpu_power_w(profile, (gpu_type, gpus))
+                    w.writerow([profile, gpu_type, gpus, _number(spe)] + blanks
+                               + ([_number(watts) if watts is not None else ""] if own else []))
     with (directory / WORKLOAD_FILE).open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         flags = [name for name, default in WORKLOAD_FLAGS_DEFAULTS.items()

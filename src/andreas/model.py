@@ -41,6 +41,18 @@ class GpuType:
             return 0.0
         return gpus * (self.node_power_w[-1] / len(self.node_power_w) - self.restart_w)
 
+    @cached_property
+    def busy_gpu_w(self) -> float:
+        """What one busy GPU adds to the table's draw: the table's mean step from one busy GPU
+        to all (power tables are close to linear in the busy count); on a one-GPU node, its
+        draw above idle (the host's share is then counted as the GPU's). A job whose profile
+        gives its own draw per GPU (`Profiles.power`) draws that instead, on each of its GPUs
+        (`andreas.cost.own_power_saved_w`)."""
+        table = self.node_power_w
+        if len(table) >= 2:
+            return (table[-1] - table[0]) / (len(table) - 1)
+        return (table[0] - self.idle_w) if table else 0.0
+
     def extra_w(self, busy_gpus: int) -> float:
         """Draw above idle with `busy_gpus` busy: what running jobs add, and what a plan can
         change (the idle draw is paid whatever the plan)."""
@@ -269,10 +281,16 @@ class Profiles:
     `levels` optionally lists, per profile and configuration, the GPU power limits it may run
     at, highest first. The highest is the default: its speed is the table's, and a lower limit
     saves the difference of the per-GPU draws on each GPU the job holds.
+
+    `power` optionally gives, per profile and configuration, the draw of each of its GPUs while
+    it trains (W, measured: `andreas profile` through NVML): the job draws that instead of the
+    power table's draw per busy GPU (`GpuType.busy_gpu_w`); without it, the table's (the
+    paper's model).
     """
 
     table: Mapping[str, Mapping[Config, float]]
     levels: Mapping[str, Mapping[Config, tuple[PowerLevel, ...]]] = field(default_factory=dict)
+    power: Mapping[str, Mapping[Config, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         frozen = {p: MappingProxyType(dict(c)) for p, c in self.table.items()}
@@ -282,10 +300,17 @@ class Profiles:
                   for p, cs in self.levels.items()}
         object.__setattr__(self, "levels", MappingProxyType({p: c for p, c in levels.items()
                                                              if c}))
+        power = {p: MappingProxyType(dict(c)) for p, c in self.power.items() if c}
+        object.__setattr__(self, "power", MappingProxyType(power))
 
     def __reduce__(self):
         return (Profiles, ({p: dict(c) for p, c in self.table.items()},
-                           {p: dict(c) for p, c in self.levels.items()}))
+                           {p: dict(c) for p, c in self.levels.items()},
+                           {p: dict(c) for p, c in self.power.items()}))
+
+    def gpu_power_w(self, profile: str, config: Config) -> float | None:
+        """The measured draw of each GPU of `config` while `profile` trains; None: the table's."""
+        return self.power.get(profile, {}).get(config)
 
     def configs(self, profile: str) -> Mapping[Config, float]:
         return self.table[profile]

@@ -5,9 +5,10 @@ directory, the configuration's GPUs in CUDA_VISIBLE_DEVICES) for `warmup + epoch
 epoch time is the spacing of its progress reports after the warm-up epochs (so start-up and
 first-epoch effects are left out); start-up is reported on its own, because the scheduler
 should know it as the restart overhead. Where NVML is there, the GPUs' mean board power over the
-measured epochs is recorded too (`measured_power_w`), from their energy counters read as the
-reports arrive: what a node's power table should say while the script runs; and their mean
-power during start-up (`startup_power_w`): what they draw while a job restarts.
+measured epochs is recorded too, per GPU (`power_w`), from their energy counters read as the
+reports arrive: the job's own draw, which the planner, the simulator and the service charge it
+instead of the power table's draw per busy GPU; and their mean power during start-up
+(`startup_power_w`): what they draw while a job restarts.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ..errors import AndreasError
 from .receiver import ProgressReceiver
 
 PROFILE_COLUMNS = ("profile", "gpu_type", "gpus", "seconds_per_epoch", "spread_s", "samples",
-                   "startup_s", "measured_power_w", "startup_power_w")
+                   "startup_s", "power_w", "startup_power_w")
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,8 @@ class Measurement:
     spread_s: float  # sample standard deviation of the epoch times
     samples: int
     startup_s: float  # launch to first report, less one epoch
-    power_w: float | None = None  # the GPUs' mean board power while measured (NVML)
+    power_w: float | None = None  # the GPUs' mean board power while measured, all together
+    # (NVML); the profile's `power_w` is per GPU
     startup_power_w: float | None = None  # ... and while the script started up
 
     def row(self) -> dict[str, str]:
@@ -45,7 +47,7 @@ class Measurement:
                 "seconds_per_epoch": f"{self.seconds_per_epoch:.6g}",
                 "spread_s": f"{self.spread_s:.3g}", "samples": str(self.samples),
                 "startup_s": f"{self.startup_s:.3g}",
-                "measured_power_w": "" if self.power_w is None else f"{self.power_w:.4g}",
+                "power_w": "" if self.power_w is None else f"{self.power_w / self.gpus:.4g}",
                 "startup_power_w": ("" if self.startup_power_w is None
                                     else f"{self.startup_power_w:.4g}")}
 

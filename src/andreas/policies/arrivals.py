@@ -24,6 +24,7 @@ class ArrivalLog:
     jobs: dict[str, Job] = field(default_factory=dict)  # the same jobs, to sample arrivals from
     # their profiles' rows: a live service's snapshot holds only the unfinished jobs' profiles
     profiles: dict[str, Mapping[Config, float]] = field(default_factory=dict)
+    power: dict[str, Mapping[Config, float]] = field(default_factory=dict)  # their own draws
 
     def observe(self, snapshot: Snapshot) -> None:
         unseen = [view for view in snapshot.jobs if view.job_id not in self.seen]
@@ -42,6 +43,7 @@ class ArrivalLog:
             self.jobs = {k: self.jobs[k] for k in self.seen}
             kept = {j.profile for j in self.jobs.values()}
             self.profiles = {p: c for p, c in self.profiles.items() if p in kept}
+            self.power = {p: c for p, c in self.power.items() if p in kept}
 
     def _add(self, snapshot: Snapshot, view: JobView) -> None:
         configs = snapshot.profiles.configs(view.job.profile)
@@ -49,6 +51,8 @@ class ArrivalLog:
         self.seen[view.job_id] = (view.job.submit_time, work)
         self.jobs[view.job_id] = view.job
         self.profiles[view.job.profile] = dict(configs)  # picklable
+        if view.job.profile in snapshot.profiles.power:
+            self.power[view.job.profile] = dict(snapshot.profiles.power[view.job.profile])
 
     def rate(self) -> float:
         """Arrivals per second among the newest jobs seen; 0 while fewer than two."""

@@ -13,8 +13,9 @@ drivers are asked again (that decision pauses it). The budget is spent, not left
 Refused jobs wait, with a reason, for the next window.
 
 The projection is an upper bound of what the plan emits until the next decision: later
-decisions start nothing more without asking again, and power limits and cheaper restarts only
-lower the draw. So the cap holds, except where it cannot: running jobs that may not be
+decisions start nothing more without asking again, a job whose own draw is above the table's
+adds the difference, and power limits, cheaper restarts and jobs drawing less only lower the
+draw. So the cap holds, except where it cannot: running jobs that may not be
 stopped, or idle draw alone, over what is left. Then the run goes over and says by how much
 (`carbon_cap_over_kg`); and where a window begins with no job admissible, the first one runs
 anyway so the queue does not wait forever (counted the same way). Policies plan without the
@@ -45,6 +46,7 @@ class Intent:
     end: float
     must: bool = False
     splittable: bool = True
+    above_w: float = 0.0  # what it draws above the table's share (its profile's own draw)
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ def projected_g(cluster: Cluster, now: float, until: float, intents: Sequence[In
             if e <= t:
                 continue
             busy = sum(i.gpus for i in mine if i.end > t)
-            watts = node_draw_w(kind, busy)
+            watts = node_draw_w(kind, busy) + sum(i.above_w for i in mine if i.end > t)
             if watts:
                 total += cluster.carbon_g(watts, t, e)
             t = e

@@ -345,7 +345,7 @@ class RandomizedGreedy:
                        k.type_capacity, float(ctx.now), float(ctx.eur_per_joule),
                        float(ctx.overhead), s.pi, s.alpha, s.beta, s.score == "lookahead",
                        k.meets, s.config_energy != "alone", s.config_energy == "filled",
-                       k.type_nodes, k.type_start)
+                       k.type_nodes, k.type_start, k.cw)
 
         total = len(draws)
         if deadline.at is None:

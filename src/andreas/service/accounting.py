@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ..cost import tardiness_cost
 from ..model import Cluster, Job, Node
@@ -23,28 +23,40 @@ class Accounting:
     """Costs so far of the jobs in `store` on the nodes `cluster()` returns, at `clock()`."""
 
     def __init__(self, store: Store, cluster: Callable[[], Cluster],
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 own_power: Callable[[Any], Mapping[tuple[str, int], float]] = lambda job: {}
+                 ) -> None:
+        """`own_power(job)`: a job's measured draw per GPU by configuration, where its profile
+        gives one (`snapshots.job_power`); its runs are charged that while they train."""
         self.store = store
         self.cluster = cluster
         self.clock = clock
+        self.own_power = own_power
 
-    def segments(self, runs: Sequence[Any], now: float) -> tuple[Cluster, list]:
+    def segments(self, runs: Sequence[Any], now: float,
+                 jobs: Sequence[Any] | None = None) -> tuple[Cluster, list]:
         """The cluster for accounting and the busy stretches (restart, then run) of `runs` up
         to `now`: what the modelled energy and the power over time are computed from. A run
-        is a RunRow or a row of its columns."""
+        is a RunRow or a row of its columns; `jobs`, rows with the runs' jobs' profiles (read
+        from the store when not given), give their own draws."""
         cluster = self.cluster_for(runs)
+        if jobs is None:
+            with self.store.session() as s:
+                jobs = job_rows.profile_rows(s, (r.job_id for r in runs))
+        power = {j.id: own for j in jobs if (own := self.own_power(j))}
         return cluster, [seg for r in runs if (r.ended_at or now) > r.started_at
-                         for seg in run_segments(cluster, r.job_id, r.node, r.gpu_type,
-                                                 len(r.gpu_indices), r.started_at,
-                                                 r.ended_at if r.ended_at is not None else now,
-                                                 (r.epochs_at_end or 0.0) - r.epochs_at_start)]
+                         for seg in run_segments(
+                             cluster, r.job_id, r.node, r.gpu_type, len(r.gpu_indices),
+                             r.started_at, r.ended_at if r.ended_at is not None else now,
+                             (r.epochs_at_end or 0.0) - r.epochs_at_start,
+                             power.get(r.job_id, {}).get((r.gpu_type, len(r.gpu_indices))))]
 
     def measured(self) -> dict:
         """Costs so far from the runs' busy intervals (modelled energy) and completions."""
         now = self.clock()
         with self.store.session() as s:
             jobs, runs = job_rows.cost_rows(s)
-        cluster, segments = self.segments(runs, now)
+        cluster, segments = self.segments(runs, now, jobs)
         job_objs = [Job(j.id, j.submitted_at, j.due_date, j.weight, float(j.epochs), "x")
                     for j in jobs]
         costs = modelled_costs(cluster, job_objs, segments)

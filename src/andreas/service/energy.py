@@ -9,23 +9,30 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..cost import CostBreakdown, account_segments
+from ..cost import CostBreakdown, account_segments, own_power_saved_w
 from ..model import Cluster, Job, Segment
 
 
 def run_segments(cluster: Cluster, job_id: str, node: str, gpu_type: str, gpus: int,
-                 start: float, end: float, epochs: float) -> list[Segment]:
-    """A run's busy interval as the model sees it: where the GPU type has a restart draw,
-    the first `restart_overhead_s` are a restart (every run starts up, the first included, as
-    the service's forecasts assume), the rest runs."""
+                 start: float, end: float, epochs: float,
+                 gpu_power_w: float | None = None) -> list[Segment]:
+    """A run's busy interval as the model sees it: the first `restart_overhead_s` are a
+    restart (every run starts up, the first included, as the service's forecasts assume), at
+    the GPU type's restart draw where it has one, else at the table's; the rest runs, at the
+    job's own draw per GPU (`gpu_power_w`, its profile's) where it has one, else at the
+    table's, as the simulator charges them (`andreas.cost.own_power_saved_w`)."""
     gt = cluster.gpu_types.get(gpu_type)
-    saving = gt.restart_saving_w(gpus) if gt is not None else 0.0
+    restart_saved = gt.restart_saving_w(gpus) if gt is not None else 0.0
+    run_saved = own_power_saved_w(gt, gpus, gpu_power_w) if gt is not None else 0.0
     split = min(end, start + cluster.restart_overhead_s)
-    if not saving or split <= start:
-        return [Segment(job_id, node, gpu_type, gpus, start, end, epochs)]
-    out = [Segment(job_id, node, gpu_type, gpus, start, split, 0.0, "restart", None, saving)]
+    if restart_saved == run_saved or split <= start:
+        return [Segment(job_id, node, gpu_type, gpus, start, end, epochs, "run", None,
+                        run_saved)]
+    out = [Segment(job_id, node, gpu_type, gpus, start, split, 0.0, "restart", None,
+                   restart_saved)]
     if end > split:
-        out.append(Segment(job_id, node, gpu_type, gpus, split, end, epochs))
+        out.append(Segment(job_id, node, gpu_type, gpus, split, end, epochs, "run", None,
+                           run_saved))
     return out
 
 

@@ -241,7 +241,8 @@ def validate_submission(config: ServiceConfig, body: JobSubmit, now: float,
                     f"expected one of {', '.join(sorted(cluster.gpu_types))}")
             configs[(gpu_type, row.gpus)] = row.seconds_per_epoch
             inline.append({"gpu_type": gpu_type, "gpus": row.gpus,
-                           "seconds_per_epoch": row.seconds_per_epoch})
+                           "seconds_per_epoch": row.seconds_per_epoch,
+                           **({"power_w": row.power_w} if row.power_w is not None else {})})
     if cluster.nodes and not feasible_configs(cluster, configs):
         bad("no node of the cluster can run any configuration of this job's profile")
     check_run_times(body, configs)

@@ -33,7 +33,7 @@ from .folders import sqlite_folder
 from .plan_board import PlanBoard, PlanInfo, forecast_entry
 from .planner import Planner, Proposal, waiting_entry, waiting_reasons
 from .runs import Runs
-from .snapshots import SnapshotRead, cluster_of, job_configs, read_snapshot
+from .snapshots import SnapshotRead, cluster_of, job_configs, job_power, read_snapshot
 from .store import Store
 from .store import queue as queue_rows
 from .store import runs as run_rows
@@ -54,7 +54,8 @@ class Scheduler:
         self.planner = Planner(self.decider, config.policy, config.quotas)
         self.board = board or PlanBoard()
         self.runs = Runs(config, store, executor, self.wake, clock)
-        self.accounting = Accounting(store, lambda: cluster_of(config, executor), clock)
+        self.accounting = Accounting(store, lambda: cluster_of(config, executor), clock,
+                                     lambda job: job_power(config, job))
         self._reasons: set[str] = {"startup"}
         self._reasons_lock = threading.Lock()
         self._tick_lock = threading.Lock()
@@ -227,8 +228,10 @@ class Scheduler:
         view = JobView(Job(job.id, job.submitted_at, job.due_date, job.weight, float(job.epochs),
                            key, preemptible=job.preemptible, start_asap=job.start_asap),
                        float(job.epochs))
+        known = read.snapshot.profiles
         snapshot: Snapshot = replace(read.snapshot, profiles=Profiles(
-            {**read.snapshot.profiles.table, key: job_configs(self.config, job)}),
+            {**known.table, key: job_configs(self.config, job)}, known.levels,
+            {**known.power, key: job_power(self.config, job)}),
             jobs=(*read.snapshot.jobs, view))
         owners = {**read.owners, job.id: owner}
         return self.planner.what_if(snapshot, job.id,

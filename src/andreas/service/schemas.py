@@ -46,6 +46,9 @@ class ProfileRow(Strict):
                            max_length=100)
     gpus: int = Field(ge=1, le=1024)
     seconds_per_epoch: float = Field(gt=0, le=1e9)
+    power_w: float | None = Field(None, gt=0, le=1e5,
+                                  description="measured draw of each GPU while the job trains "
+                                              "(W); without it, the power table's")
 
 
 class JobSubmit(Strict):

@@ -60,6 +60,18 @@ def job_configs(config: ServiceConfig, job: Any, learned: bool = True
     return {k: v * factor for k, v in table.items()}
 
 
+def job_power(config: ServiceConfig, job: Any) -> dict[tuple[str, int], float]:
+    """Each configuration's measured draw per GPU for a job (a JobRow, or a row of its
+    columns) where its profile gives one (`power_w`): its named profile's or its inline rows'.
+    Configurations without one draw the power table's."""
+    if job.inline_profile:
+        return {(canonical_gpu(r["gpu_type"]) or r["gpu_type"], int(r["gpus"])):
+                float(r["power_w"]) for r in job.inline_profile if r.get("power_w")}
+    if job.profile_name is None:
+        return {}
+    return dict(config.profiles.power.get(job.profile_name, {}))
+
+
 def profile_key(job: Any) -> str:
     """The snapshot's profile for `job`: its named profile, shared by every job that runs at
     its nominal speed; its own when it has inline rows or a learned speed. (One table per job
@@ -76,6 +88,7 @@ def read_snapshot(store: Store, executor: Executor, config: ServiceConfig,
     cluster = whole = cluster_of(config, executor, planned=True)
     held: dict[str, int] = {}
     views, table, running = [], {}, {}
+    power: dict[str, dict[tuple[str, int], float]] = {}
     known = {n.name for n in cluster.nodes}
     with store.session() as s:  # read, then let go of, before building the views
         jobs = queue_rows.active_jobs(s)
@@ -100,6 +113,8 @@ def read_snapshot(store: Store, executor: Executor, config: ServiceConfig,
         key = profile_key(job)
         if key not in table:
             table[key] = job_configs(config, job)
+            if own := job_power(config, job):
+                power[key] = own
         assignment = None
         if run is not None:
             assignment = Assignment(run.node, len(run.gpu_indices))
@@ -119,7 +134,8 @@ def read_snapshot(store: Store, executor: Executor, config: ServiceConfig,
         cluster = _drained_offer_held_gpus(cluster, views, drained)
     # real processes pay the restart overhead on their first start too (the interpreter,
     # loading data): the holds, the plan and the forecast all count it
-    snapshot = Snapshot(now, cluster, Profiles(table), tuple(views), first_start_overhead=True)
+    snapshot = Snapshot(now, cluster, Profiles(table, power=power), tuple(views),
+                        first_start_overhead=True)
     return SnapshotRead(snapshot, running, owners, drained, drained_out)
 
 

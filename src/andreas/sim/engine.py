@@ -16,7 +16,14 @@ import time as wallclock
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Mapping, Sequence
 
-from ..cost import carbon_cost, job_draw_w, node_draw_w, tardiness_cost
+from ..cost import (
+    carbon_cost,
+    job_draw_w,
+    job_saved_w,
+    node_draw_w,
+    own_power_saved_w,
+    tardiness_cost,
+)
 from ..errors import AndreasError
 from ..model import Cluster, GpuType, Job, Node, Scenario, Segment
 from ..policies import pinning
@@ -447,14 +454,20 @@ class Simulator:
         for job_id, s in kept_running.items():
             st = _held(s)
             keyed.append((0, s.job.due_date, job_id,
-                          Intent(job_id, st.node, st.gpus, st.end(), must=True)))
+                          Intent(job_id, st.node, st.gpus, st.end(), must=True,
+                                 above_w=max(0.0, -st.saved_w))))
         for job_id, target in plan.items():
             view = views[job_id]
             n = self.node_index[target.node]
             kept = view.assignment is not None and not stops_job(view.assignment, target)
+            gpu_type = self.node_types[n]
+            own = own_power_saved_w(self.cluster.gpu_types[gpu_type], target.gpus,
+                                    snapshot.profiles.gpu_power_w(view.job.profile,
+                                                                  (gpu_type, target.gpus)))
             keyed.append((0 if kept else 1, view.job.due_date, job_id, Intent(
-                job_id, n, target.gpus, now + snapshot.run_s(view, self.node_types[n], target),
-                must=kept and not view.job.preemptible, splittable=not self.waiting_only)))
+                job_id, n, target.gpus, now + snapshot.run_s(view, gpu_type, target),
+                must=kept and not view.job.preemptible, splittable=not self.waiting_only,
+                above_w=max(0.0, -own))))
         keyed.sort(key=lambda k: k[:3])
         admission = admit(self.cluster, now, left, [k[3] for k in keyed])
         self.cap_forced += admission.forced
@@ -568,9 +581,16 @@ class Simulator:
         profiles = self.scenario.profiles
         spe = profiles.seconds_per_epoch(s.job.profile, gpu_type, target.gpus,
                                          target.power_limit_w)
-        saved = profiles.saved_w(s.job.profile, (gpu_type, target.gpus),
-                                 target.power_limit_w) * target.gpus
-        restart_saved = (self.cluster.gpu_types[gpu_type].restart_saving_w(target.gpus)
+        kind = self.cluster.gpu_types[gpu_type]
+        # below the table's share while it trains: its power limit and its own draw
+        saved = job_saved_w(self.cluster, profiles, s.job.profile, gpu_type, target.gpus,
+                            target.power_limit_w)
+        # while it restarts, its GPUs draw the type's restart draw (or the table's), not the
+        # profile's training draw: the restart's saving is counted from the table's share
+        restart_saved = (kind.restart_saving_w(target.gpus)
+                         - own_power_saved_w(kind, target.gpus,
+                                             profiles.gpu_power_w(s.job.profile,
+                                                                  (gpu_type, target.gpus)))
                          if restart_end > now else 0.0)
         st = s.stretch = _Stretch(n, target.gpus, spe, now, restart_end, s.remaining, target,
                                   target.power_limit_w, saved, restart_saved)

@@ -206,5 +206,6 @@ def generate(template: Template, n_nodes: int, seed: int, shape: WorkloadShape =
         jobs.append(Job(f"job{i:04d}", round(submit, 3), round(due, 3), float(weights[i]),
                         jc.epochs, jc.profile))
     used = {jc.profile for jc in template.job_classes}
-    profiles = Profiles({p: c for p, c in template.profiles.table.items() if p in used})
+    profiles = Profiles({p: c for p, c in template.profiles.table.items() if p in used},
+                        power={p: c for p, c in template.profiles.power.items() if p in used})
     return Scenario(cluster, profiles, tuple(jobs), name=f"{template.name}-n{n_nodes}-s{seed}")

@@ -16,6 +16,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ...cost import own_power_saved_w
 from ...model import Cluster, Profiles
 from ..base import Assignment
 
@@ -33,8 +34,9 @@ class ProfileRows:
     """Each profile's configurations that a cluster can host (a GPU type it has, on at most
     the GPUs of its largest node of that type), in the profile's own order, and the same as
     [profiles, configurations] arrays: row `index[name]` of `p_type`, `p_gpus`, `p_spe` (s per
-    epoch) and `p_watts` (node draw above idle with that many busy GPUs), `p_n[row]` of them
-    real. Rows are added as decisions meet new profiles (a service's table may be large)."""
+    epoch) and `p_watts` (node draw above idle with that many busy GPUs, the job's own draw
+    where its profile gives one), `p_n[row]` of them real. Rows are added as decisions meet
+    new profiles (a service's table may be large)."""
 
     def __init__(self, tables: "ClusterTables", profiles: Profiles) -> None:
         self.tables, self.profiles = tables, profiles
@@ -73,10 +75,15 @@ class ProfileRows:
             p_watts = np.zeros((P, C))
             p_n = np.zeros(P, np.int64)
             power = self.tables.power
+            names = list(self.index)  # in row order
+            kinds = self.tables.cluster.gpu_types
             for i, configs in enumerate(self.hostable):
-                for c, (_, t, g, spe) in enumerate(configs):
+                own = self.profiles.power.get(names[i], {})
+                for c, (tname, t, g, spe) in enumerate(configs):
                     p_type[i, c], p_gpus[i, c], p_spe[i, c] = t, g, spe
                     p_watts[i, c] = power[t][g - 1]
+                    if (tname, g) in own:  # the profile's own draw instead of the table's
+                        p_watts[i, c] -= own_power_saved_w(kinds[tname], g, own[(tname, g)])
                 p_n[i] = len(configs)
             self._arrays = tuple(map(readonly, (p_type, p_gpus, p_spe, p_watts, p_n)))
         return self._arrays

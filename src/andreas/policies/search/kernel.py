@@ -375,12 +375,36 @@ def lookahead_score(pn, pt, pg, ptime, P_ct, P_cg, P_wtime, P_cen, nc, due, weig
 
 @njit(cache=True)
 def _score(use_lookahead, pn, pc, pm, P_ct, P_cg, P_ctime, P_mtime, P_cen, nc, wait_penalty,
-           due, weight, pressure_rank, node_type, power, type_capacity, now, eur):
+           due, weight, pressure_rank, node_type, power, type_capacity, now, eur, P_cw):
     pt, pg, ptime = _placed_config(pn, pc, pm, P_ct, P_cg, P_ctime, P_mtime)
     if use_lookahead:  # the moved times: equal to the plain ones for a job that never ran
-        return lookahead_score(pn, pt, pg, ptime, P_ct, P_cg, P_mtime, P_cen, nc, due, weight,
+        cost = lookahead_score(pn, pt, pg, ptime, P_ct, P_cg, P_mtime, P_cen, nc, due, weight,
                                pressure_rank, node_type, power, type_capacity, now, eur)
-    return proxy_score(pn, pg, ptime, wait_penalty, due, weight, node_type, power, now, eur)
+    else:
+        cost = proxy_score(pn, pg, ptime, wait_penalty, due, weight, node_type, power, now, eur)
+    return cost + _own_energy(use_lookahead, pn, pc, ptime, P_cw, eur)
+
+
+@njit(cache=True)
+def _own_energy(use_lookahead, pn, pc, ptime, P_cw, eur):
+    """What the placed jobs whose profiles give their own draw add to the table's energy
+    (`P_cw`: watts above the table's share, per candidate; 0 for most, and no column at all
+    when no job has its own draw): over each one's run with the look-ahead, up to the first
+    completion with the proxy (its horizon)."""
+    if P_cw.shape[1] == 0:
+        return 0.0
+    J = pn.shape[0]
+    t_ff = INF
+    for j in range(J):
+        if pn[j] >= 0 and ptime[j] < t_ff:
+            t_ff = ptime[j]
+    extra = 0.0
+    for j in range(J):
+        if pn[j] >= 0:
+            w = P_cw[j, pc[j]]
+            if w != 0.0:
+                extra += w * (ptime[j] if use_lookahead else t_ff) * eur
+    return extra
 
 
 @njit(cache=True)
@@ -406,7 +430,7 @@ def restart_energy(power, typ, cap, taken, overhead):
 @njit(cache=True)
 def greedy_pass(order, use_rand, u_config, u_node, free, pn, pc, pm, ct, cg, ctime, cmov,
                 mtime, nc, home, home_g, node_type, node_cap, power, overhead, alpha, beta,
-                meets, marginal, filled, type_nodes, type_start):
+                meets, marginal, filled, type_nodes, type_start, cw):
     """One greedy pass: each job of `order` in turn gets its preferred candidate that fits
     (rows of the candidate table are in preference order), placed best fit; GPUs are taken
     from `free` and the placement written to pn (node, -1: waiting), pc (candidate) and pm
@@ -464,8 +488,11 @@ def greedy_pass(order, use_rand, u_config, u_node, free, pn, pc, pm, ct, cg, cti
                 if node < 0:
                     continue
                 joining = waiting_left + here_left[node] if filled else 0
+                run_s = _time_of(ctime, cmov, mtime, home, j, c, node)
                 added = added_energy(power, ct[j, c], node_cap[node], free[node], cg[j, c],
-                                     _time_of(ctime, cmov, mtime, home, j, c, node), joining)
+                                     run_s, joining)
+                if cw.shape[1] and cw[j, c] != 0.0:  # its own draw, above or below the table's
+                    added += cw[j, c] * run_s
                 if overhead_pos:
                     added += restart_energy(power, ct[j, c], node_cap[node],
                                             cg[j, c] - (free[node] - held[node]), overhead)
@@ -491,7 +518,7 @@ def greedy_pass(order, use_rand, u_config, u_node, free, pn, pc, pm, ct, cg, cti
 @njit(cache=True)
 def post_process(pn, pc, pm, free, ct, cg, ctime, cmov, mtime, cen, nc, home, use_lookahead,
                  wait_penalty, due, weight, pressure_rank, node_type, power, type_capacity,
-                 now, eur, bound=True):
+                 now, eur, cw, bound=True):
     """Hand idle GPUs of used nodes (nodes in the order of the first job placed there) to the
     job there whose run time drops most, only when that lowers the plan's score (more busy
     GPUs draw more power than a shorter run may save). Updates pc, pm and `free`; returns
@@ -507,6 +534,8 @@ def post_process(pn, pc, pm, free, ct, cg, ctime, cmov, mtime, cen, nc, home, us
     bounded = use_lookahead and bound
     for j in range(J):
         if pn[j] < 0:
+            bounded = False
+        if cw.shape[1]:  # own draws are not in the node terms: every trial whole
             bounded = False
     node_e = np.zeros(N)
     scratch_t = np.empty(J)  # _node_energy's
@@ -524,7 +553,8 @@ def post_process(pn, pc, pm, free, ct, cg, ctime, cmov, mtime, cen, nc, home, us
             scale += _late_cost(j, ptime, due, weight, now)
     else:
         cost = _score(use_lookahead, pn, pc, pm, ct, cg, ctime, mtime, cen, nc, wait_penalty,
-                      due, weight, pressure_rank, node_type, power, type_capacity, now, eur)
+                      due, weight, pressure_rank, node_type, power, type_capacity, now, eur,
+                      cw)
     first_j = np.full(N, J, np.int64)
     for j in range(J):
         if pn[j] >= 0 and first_j[pn[j]] == J:
@@ -590,12 +620,12 @@ def post_process(pn, pc, pm, free, ct, cg, ctime, cmov, mtime, cen, nc, home, us
                     if abs(rise) <= 1e-9 * scale:  # a close call: the whole scores decide
                         trial = _score(use_lookahead, pn, pc, pm, ct, cg, ctime, mtime, cen,
                                        nc, wait_penalty, due, weight, pressure_rank, node_type,
-                                       power, type_capacity, now, eur)
+                                       power, type_capacity, now, eur, cw)
                         pc[j] = old_c
                         pm[j] = old_m
                         here = _score(use_lookahead, pn, pc, pm, ct, cg, ctime, mtime, cen, nc,
                                       wait_penalty, due, weight, pressure_rank, node_type,
-                                      power, type_capacity, now, eur)
+                                      power, type_capacity, now, eur, cw)
                         pc[j] = c
                         pm[j] = cmov[j, c] and n != home[j]
                         lower = trial < here - 1e-12
@@ -610,7 +640,7 @@ def post_process(pn, pc, pm, free, ct, cg, ctime, cmov, mtime, cen, nc, home, us
                 else:
                     trial = _score(use_lookahead, pn, pc, pm, ct, cg, ctime, mtime, cen, nc,
                                    wait_penalty, due, weight, pressure_rank, node_type, power,
-                                   type_capacity, now, eur)
+                                   type_capacity, now, eur, cw)
                     if trial < cost - 1e-12:
                         free[n] -= cg[j, c] - cg[j, old_c]
                         cost = trial
@@ -624,14 +654,15 @@ def post_process(pn, pc, pm, free, ct, cg, ctime, cmov, mtime, cen, nc, home, us
                 break
     if bounded:
         return _score(use_lookahead, pn, pc, pm, ct, cg, ctime, mtime, cen, nc, wait_penalty,
-                      due, weight, pressure_rank, node_type, power, type_capacity, now, eur)
+                      due, weight, pressure_rank, node_type, power, type_capacity, now, eur,
+                      cw)
     return cost
 
 
 def _run_iterations(starts, U, r0, run_starts, ct, cg, ctime, cen, cmov, mtime, nc, home,
                     home_g, due, weight, wait_penalty, pressure_rank, node_type, node_cap, power,
                     type_capacity, now, eur, overhead, pi, alpha, beta, use_lookahead,
-                    meets, marginal, filled, type_nodes, type_start):
+                    meets, marginal, filled, type_nodes, type_start, cw):
     """Passes of one decision: the deterministic passes from `starts` (if `run_starts`), then
     one randomised pass per row of the uniforms U (neighbour swaps of a start's order by
     weight with probability 0.5 +- pi, configuration and node draws), each post-processed.
@@ -682,7 +713,7 @@ def _run_iterations(starts, U, r0, run_starts, ct, cg, ctime, cen, cmov, mtime, 
         greedy_pass(order, use_rand, u_config, u_node, free, post_node[it], post_cand[it],
                     post_moved[it], ct, cg, ctime, cmov, mtime, nc, home, home_g, node_type,
                     node_cap, power, overhead, alpha, beta, meets, marginal, filled,
-                    type_nodes, type_start)
+                    type_nodes, type_start, cw)
         pre_node[it] = post_node[it]
         pre_cand[it] = post_cand[it]
         free_after[it] = free
@@ -695,7 +726,8 @@ def _run_iterations(starts, U, r0, run_starts, ct, cg, ctime, cen, cmov, mtime, 
             scores[it] = post_process(post_node[it], post_cand[it], post_moved[it],
                                       free_after[it], ct, cg, ctime, cmov, mtime, cen, nc,
                                       home, use_lookahead, wait_penalty, due, weight,
-                                      pressure_rank, node_type, power, type_capacity, now, eur)
+                                      pressure_rank, node_type, power, type_capacity, now, eur,
+                                      cw)
     for it in range(I):  # post-processing is a function of the placement: reuse its result
         k = same[it]
         if k >= 0:

@@ -76,7 +76,7 @@ def greedy_pass(ctx: PlanningContext, order: list[int], *, free: list[int] | Non
         draws if u_node is None else u_node, left, node, cand, moved, k.ct, k.cg, k.ctime,
         k.cmov, k.mtime, k.nc, k.home, k.home_g, k.node_type, k.node_cap, k.power,
         float(ctx.overhead), alpha, beta, k.meets, config_energy != "alone",
-        config_energy == "filled", k.type_nodes, k.type_start)
+        config_energy == "filled", k.type_nodes, k.type_start, k.cw)
     return PassResult(node, cand, moved, left)
 
 
@@ -90,7 +90,7 @@ def post_process(ctx: PlanningContext, result: PassResult, score: str = "proxy",
         result.node, result.cand, result.moved, result.free, k.ct, k.cg, k.ctime, k.cmov,
         k.mtime, k.cen, k.nc, k.home, score == "lookahead", k.wait_penalty, k.due, k.weight,
         pressure_ranks(ctx), k.node_type, k.power, k.type_capacity, float(ctx.now),
-        float(ctx.eur_per_joule), bound))
+        float(ctx.eur_per_joule), k.cw, bound))
 
 
 def added_energy(ctx: PlanningContext, node: int, free: int, gpus: int, time_s: float,

@@ -99,7 +99,8 @@ class Placement:
         if not self.moved[j]:
             return float(k.cen[j, c])
         return run_energy_cost(ctx.cluster, ctx.type_names[k.ct[j, c]], int(k.cg[j, c]),
-                               self.time_of(ctx, j), ctx.now)
+                               self.time_of(ctx, j), ctx.now,
+                               -float(k.cw[j, c]) if k.cw.shape[1] else 0.0)
 
     def busy(self, ctx: PlanningContext) -> np.ndarray:
         """Busy GPUs per node once every placed job holds its GPUs."""

@@ -16,7 +16,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from ...cost import run_energy_cost, tardiness_costs
+from ...cost import own_power_saved_w, run_energy_cost, tardiness_costs
 from ..base import Snapshot
 from . import table_kernel
 from .cluster_tables import ProfileRows, tables_for
@@ -56,8 +56,11 @@ class CandidateTable:
     its column in the job's row (placement.Placement).
     """
 
-    def __init__(self, ct, cg, ctime, cen, meets, real, tmin, tmax, nc) -> None:
+    def __init__(self, ct, cg, ctime, cen, meets, real, tmin, tmax, nc, cw) -> None:
         self.ct, self.cg, self.ctime, self.cen, self.meets, self.nc = ct, cg, ctime, cen, meets, nc
+        # [J, C]: watts each candidate draws above the table's share (its profile's own draw);
+        # [J, 0] when no job has one (the kernel then skips the term)
+        self.cw = cw
         self.real = real  # [J, C]: the entries that are candidates (each row's first nc)
         self.tmin, self.tmax = tmin, tmax  # [J]: fastest and slowest run, NaN with none
 
@@ -89,14 +92,42 @@ class CandidateTable:
         else:  # the price integrated over each candidate's own run
             energy = np.zeros(times.shape)
             names = ctx.type_names
+            profiles = ctx.profiles
             for j, n in enumerate(nc.tolist()):
+                profile = views[j].job.profile
                 for c in range(n):
-                    energy[j, c] = run_energy_cost(ctx.cluster, names[ct[j, c]],
-                                                   int(cg[j, c]), float(times[j, c]), now)
+                    gpus = int(cg[j, c])
+                    saved = own_power_saved_w(ctx.cluster.gpu_types[names[ct[j, c]]], gpus,
+                                              profiles.gpu_power_w(profile,
+                                                                   (names[ct[j, c]], gpus)))
+                    energy[j, c] = run_energy_cost(ctx.cluster, names[ct[j, c]], gpus,
+                                                   float(times[j, c]), now, saved)
         # (0, energy, time) when on time, else (1, time, energy), padding last (kernel)
         o_ct, o_cg, ctime, cen, meets, real, tmin, tmax = table_kernel.ordered_rows(
             ct, cg, times, energy, nc, np.array(ctx.due, float), float(now))
-        return cls(o_ct, o_cg, ctime, cen, meets, real, tmin, tmax, nc)
+        return cls(o_ct, o_cg, ctime, cen, meets, real, tmin, tmax, nc,
+                   own_watts(ctx, o_ct, o_cg, nc))
+
+
+def own_watts(ctx: "PlanningContext", ct: np.ndarray, cg: np.ndarray,
+              nc: np.ndarray) -> np.ndarray:
+    """[J, C]: the watts each candidate draws above the power table's share, where the job's
+    profile gives its own draw (`cost.own_power_saved_w`); [J, 0] when no job's does."""
+    power = ctx.profiles.power
+    J = len(ctx.views)
+    if not power or not any(v.job.profile in power for v in ctx.views):
+        return np.zeros((J, 0))
+    cw = np.zeros(ct.shape)
+    names, kinds = ctx.type_names, ctx.cluster.gpu_types
+    for j, view in enumerate(ctx.views):
+        own = power.get(view.job.profile)
+        if not own:
+            continue
+        for c in range(int(nc[j])):
+            config = (names[ct[j, c]], int(cg[j, c]))
+            if config in own:
+                cw[j, c] = -own_power_saved_w(kinds[config[0]], config[1], own[config])
+    return cw
 
 
 class PlanningContext:
@@ -139,6 +170,7 @@ class PlanningContext:
         self.restart_left = np.fromiter(map(_RESTART_LEFT, views), float, J)
         self.overhead = max(cluster.restart_overhead_s, plan_restart_s)
         self.cluster = cluster
+        self.profiles = snapshot.profiles
         self._orders: dict[str, list[int]] = {}  # orderings.ordered's, per order
         self._pressure_ranks: np.ndarray | None = None  # orderings.pressure_ranks'
         self.table = CandidateTable.build(self, tables.profile_rows(snapshot.profiles))
@@ -192,6 +224,7 @@ class Packed:
     type_capacity: np.ndarray
     type_nodes: np.ndarray  # node indices grouped by GPU type, ascending within a type
     type_start: np.ndarray  # [T + 1] where each type's nodes begin in type_nodes
+    cw: np.ndarray  # [J, C] watts above the table's share (own draws); [J, 0] with none
     # (no reference back to the context: the context caches its Packed, and a cycle between
     # them would leave every decision's objects to the garbage collector, not to refcounting)
 
@@ -212,4 +245,4 @@ def pack(ctx: PlanningContext) -> Packed:
                   home, home_g, np.array(ctx.due, float), np.array(ctx.weight, float),
                   ctx.wait_penalties, tables.k_node_type, tables.k_node_cap,
                   tables.k_power, tables.k_type_capacity, tables.k_type_nodes,
-                  tables.k_type_start)
+                  tables.k_type_start, table.cw)

@@ -36,7 +36,7 @@ def score(ctx: PlanningContext, name: str, placement: Placement) -> float:
     return float(_score(name == "lookahead", placement.node, placement.cand, placement.moved,
                         k.ct, k.cg, k.ctime, k.mtime, k.cen, k.nc, k.wait_penalty, k.due,
                         k.weight, pressure_ranks(ctx), k.node_type, k.power, k.type_capacity,
-                        float(ctx.now), float(ctx.eur_per_joule)))
+                        float(ctx.now), float(ctx.eur_per_joule), k.cw))
 
 
 def proxy(ctx: PlanningContext, placement: Placement) -> float:

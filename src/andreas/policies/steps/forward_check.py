@@ -56,7 +56,9 @@ def with_profiles_of(snapshot: Snapshot, history: ArrivalLog,
     if not missing:
         return snapshot
     profiles = Profiles({**table, **{p: history.profiles[p] for p in missing}},
-                        snapshot.profiles.levels)
+                        snapshot.profiles.levels,
+                        {**snapshot.profiles.power, **{p: history.power[p] for p in missing
+                                                       if p in history.power}})
     return replace(snapshot, profiles=profiles)
 
 

@@ -3,7 +3,7 @@ queue, a submission's idempotency key, the costs' raw rows."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -84,11 +84,21 @@ def cost_rows(s: Session) -> tuple[Sequence[Any], Sequence[Any]]:
     """Plain rows (loading ORM objects took 10x longer) of every job's and every run's columns
     that the costs so far are computed from."""
     jobs = s.execute(select(JobRow.id, JobRow.submitted_at, JobRow.due_date, JobRow.weight,
-                            JobRow.epochs, JobRow.state, JobRow.completed_at)).all()
+                            JobRow.epochs, JobRow.state, JobRow.completed_at,
+                            JobRow.profile_name, JobRow.inline_profile)).all()
     runs = s.execute(select(RunRow.job_id, RunRow.node, RunRow.gpu_type, RunRow.gpu_indices,
                             RunRow.started_at, RunRow.ended_at, RunRow.epochs_at_start,
                             RunRow.epochs_at_end, RunRow.energy_j)).all()
     return jobs, runs
+
+
+def profile_rows(s: Session, job_ids: Iterable[str]) -> Sequence[Any]:
+    """Plain rows of the given jobs' ids and profiles (named or inline)."""
+    ids = sorted(set(job_ids))
+    if not ids:
+        return []
+    return s.execute(select(JobRow.id, JobRow.profile_name, JobRow.inline_profile)
+                     .where(JobRow.id.in_(ids))).all()
 
 
 def ping(s: Session) -> None:

@@ -97,5 +97,14 @@ def test_validate_runs_end_to_end_in_reduced_form(tmp_path):
     assert result["measured_energy_cost"] == pytest.approx(
         sum(j["measured_energy_cost"] for j in jobs))
     assert all(j["measured_energy_cost"] == j["modelled_energy_cost"] for j in jobs)
+    # the per-job distribution, recomputed from the jobs
+    dist = result["per_job"]
+    energy = sorted(j["energy_deviation"] for j in jobs)
+    assert dist["energy_deviation"]["worst"] == pytest.approx(energy[-1])
+    assert dist["energy_deviation"]["median"] == pytest.approx(energy[1])
+    errors = [j["measured_completion_s"] - j["predicted_completion_s"] for j in jobs]
+    assert dist["completion_error_s"]["mean"] == pytest.approx(sum(map(abs, errors)) / 3)
+    assert dist["mean_completion_error_s"] == pytest.approx(sum(errors) / 3)
+    assert "per job, energy deviation: mean" in run.stdout
     again = andreas("validate", "--jobs", 3, "--quick", "--out", out)
     assert again.returncode == 2 and "not empty" in again.stderr

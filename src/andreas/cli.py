@@ -736,6 +736,14 @@ def validate_cmd(
                   f"{100 * result['energy_deviation']:.2f} %")
     for profile, watts in result.get("profiled_power_w", {}).items():
         console.print(f"  {profile}: {watts:.1f} W per GPU while profiled")
+    dist = result["per_job"]
+    for label, key, unit in (("energy deviation", "energy_deviation", "%"),
+                             ("cost deviation", "cost_deviation", "%"),
+                             ("|completion error|", "completion_error_s", "s")):
+        values = {k: v * (100 if unit == "%" else 1) for k, v in dist[key].items()}
+        console.print(f"per job, {label}: mean {values['mean']:.1f} {unit}, median "
+                      f"{values['median']:.1f} {unit}, 90 % {values['p90']:.1f} {unit}, worst "
+                      f"{values['worst']:.1f} {unit}")
     at = result["prediction_deviation_at"]
     console.print("predicted total's deviation as the run went on: " + ", ".join(
         f"{k} {100 * v:.1f} %" for k, v in at.items()))

@@ -231,8 +231,10 @@ def run_validation(out: Path, spec: ValidationSpec,
     write_profiles(work / "profiles-measured.csv", measurements)
     overhead = statistics.fmean(m.startup_s for m in measurements)
     scale = 1.0 - spec.profile_error  # the scheduler believes jobs are this much faster
+    # each model's own draw per GPU where NVML measured it (`power_w`): the planner, the
+    # forecasts and the accounting charge it instead of the table's
     used = [Measurement(m.profile, m.gpu_type, m.gpus, m.seconds_per_epoch * scale, m.spread_s,
-                        m.samples, m.startup_s) for m in measurements]
+                        m.samples, m.startup_s, m.power_w) for m in measurements]
     write_profiles(work / "profiles.csv", used)
     measured_spe = {(m.profile, m.gpu_type): m.seconds_per_epoch for m in measurements}
     fastest = {m: min(v for (p, _), v in measured_spe.items() if p == m) for m in models}
@@ -434,7 +436,26 @@ def _compare(spec, config, planned, ids, jobs, runs, t0, history, progress, meas
         "prediction_history": [{"time_s": h["time"] - t0, "predicted_total": h["predicted_total"],
                                 "deviation": _deviation(measured_total, h["predicted_total"])}
                                for h in after],
+        "per_job": per_job_distribution(entries),
         "jobs": entries,
+    }
+
+
+def per_job_distribution(entries: list[dict]) -> dict:
+    """How far each job's prediction was off, as a distribution over the jobs: energy and
+    total cost deviations (shares of the measured) and the completion error (measured -
+    predicted, s): mean, median, 90th percentile and worst (largest in size)."""
+    def summary(values: list[float]) -> dict:
+        sizes = sorted(abs(v) for v in values)
+        return {"mean": statistics.fmean(sizes), "median": statistics.median(sizes),
+                "p90": float(np.percentile(sizes, 90)), "worst": sizes[-1]}
+    return {
+        "energy_deviation": summary([e["energy_deviation"] for e in entries]),
+        "cost_deviation": summary([e["deviation"] for e in entries]),
+        "completion_error_s": summary([e["measured_completion_s"] - e["predicted_completion_s"]
+                                       for e in entries]),
+        "mean_completion_error_s": statistics.fmean(
+            e["measured_completion_s"] - e["predicted_completion_s"] for e in entries),
     }
 
 

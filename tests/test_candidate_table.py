@@ -23,7 +23,8 @@ def reference_table(ctx: PlanningContext, profiles):
     views, now = ctx.views, ctx.now
     J = len(views)
     rows = ctx.tables.profile_rows(profiles)
-    pidx, (p_type, p_gpus, p_spe, p_watts, p_n) = rows.lookup([v.job.profile for v in views])
+    pidx, (p_type, p_gpus, p_spe, p_watts, p_n, p_restart) = rows.lookup(
+        [v.job.profile for v in views])
     C = p_type.shape[1]
     rem = np.array([v.remaining_epochs for v in views], float)
     started = np.array([v.started for v in views], bool)
@@ -31,7 +32,9 @@ def reference_table(ctx: PlanningContext, profiles):
     ct, cg, nc = p_type[pidx], p_gpus[pidx], p_n[pidx]
     real = np.arange(C)[None, :] < nc[:, None]
     run = rem[:, None] * p_spe[pidx]
-    times = np.where(started[:, None], run + ctx.overhead, run)
+    overhead = np.where(np.isnan(p_restart[pidx]), ctx.overhead,
+                        np.maximum(p_restart[pidx], ctx.plan_restart_s))
+    times = np.where(started[:, None], run + overhead, run)
     on_current = (ct == ctx.home_type[:, None]) & (cg == ctx.home_g[:, None])
     times = np.where(on_current, run + ctx.restart_left[:, None], times)
     if ctx.cluster.tariff is None:

@@ -180,9 +180,10 @@ def test_an_own_draw_on_a_power_limit_row_is_refused(tmp_path):
 @pytest.mark.service
 def test_the_service_plans_and_charges_a_jobs_own_draw(tmp_path):
     """A job submitted with inline profile rows that give its draw (500 W per GPU on `fast`,
-    whose table adds 300 W per busy GPU over a 100 W base): alone on its node, it is charged
-    600 W while it trains and the table's 400 W during its 1 s start-up, in the forecast made
-    when it was first planned and in its measured cost, run by run."""
+    whose table adds 300 W per busy GPU over a 100 W base) and its start-up (3 s, where the
+    cluster says 1 s): alone on its node, it is charged 600 W while it trains and the
+    table's 400 W while it starts up, in the forecast made when it was first planned and in
+    its measured cost, run by run, with the start-up its runs showed."""
     from conftest import train_job, wait_for, write_service_files
     from fastapi.testclient import TestClient
 
@@ -194,7 +195,8 @@ def test_the_service_plans_and_charges_a_jobs_own_draw(tmp_path):
         tmp_path / "svc", nodes="nodes:\n  - {name: n1, gpu_type: fast, gpus: 2}\n"))
     eur_per_j = 0.2 / 3.6e6
     body = train_job(4, profile=None, inline_profile=[
-        {"gpu_type": "fast", "gpus": 1, "seconds_per_epoch": 0.3, "power_w": 500}])
+        {"gpu_type": "fast", "gpus": 1, "seconds_per_epoch": 0.3, "power_w": 500,
+         "startup_s": 3.0}])
     with TestClient(create_app(config, admin_token="admin-secret")) as client:
         made = client.post("/jobs", headers=admin, json=body)
         assert made.status_code == 201, made.text
@@ -203,11 +205,16 @@ def test_the_service_plans_and_charges_a_jobs_own_draw(tmp_path):
                  == "completed", timeout=90, what="the job to complete")
         job = client.get(f"/jobs/{job_id}", headers=admin).json()
         runs = client.get(f"/jobs/{job_id}/runs", headers=admin).json()
-    # first plan: 1 s of start-up at 400 W, then 4 x 0.3 s at 600 W
-    assert job["predicted"]["energy_cost"] == pytest.approx((400 * 1 + 600 * 1.2) * eur_per_j,
+    # first plan: its own 3 s of start-up (not the cluster's 1 s) at 400 W, then 4 x 0.3 s
+    # at 600 W
+    assert job["predicted"]["energy_cost"] == pytest.approx((400 * 3 + 600 * 1.2) * eur_per_j,
                                                             rel=1e-6)
+    assert job["predicted"]["completion"] - job["submitted_at"] >= 3 + 1.2 - 1e-6
+    # the start-up its runs showed is learned, and the runs are charged with it
+    learned = job["startup_s"]
+    assert learned is not None and 0.0 <= learned < 60.0
     joules = 0.0
     for run in runs:
         seconds = run["ended_at"] - run["started_at"]
-        joules += 400 * min(1.0, seconds) + 600 * max(0.0, seconds - 1.0)
+        joules += 400 * min(learned, seconds) + 600 * max(0.0, seconds - learned)
     assert job["measured"]["energy_cost"] == pytest.approx(joules * eur_per_j, rel=1e-9)

@@ -25,9 +25,11 @@ PROFILE_COLUMNS = ("profile", "gpu_type", "gpus", "seconds_per_epoch")
 POWER_LIMIT_COLUMNS = ("power_limit_w", "gpu_power_w")  # optional: see docs/power-limits.md
 #: optional: the job's own draw per GPU while it trains (W), instead of the power table's
 OWN_POWER_COLUMN = "power_w"
+#: optional: the job's own start-up (s), instead of the cluster's restart_overhead_s
+STARTUP_COLUMN = "startup_s"
 #: what `andreas profile` measured beside the speed: kept in the file, not read by the planner
 #: (`measured_power_w`: older versions' name for the draw, read as a note, not as `power_w`)
-MEASURED_COLUMNS = ("spread_s", "samples", "startup_s", "measured_power_w", "startup_power_w")
+MEASURED_COLUMNS = ("spread_s", "samples", "measured_power_w", "startup_power_w")
 WORKLOAD_COLUMNS = ("job_id", "submit_time", "due_date", "tardiness_weight", "epochs", "profile")
 # optional per-job controls (model.Job), written only when some job departs from the default
 WORKLOAD_FLAGS_DEFAULTS = {"preemptible": True, "start_asap": False}
@@ -552,10 +554,11 @@ def read_profiles(path: Path, cluster: Cluster) -> Profiles:
     table: dict[str, dict[tuple[str, int], float]] = {}
     levels: dict[str, dict[tuple[str, int], list[PowerLevel]]] = {}
     power: dict[str, dict[tuple[str, int], float]] = {}
+    startup: dict[str, dict[tuple[str, int], float]] = {}
     first_line: dict[tuple[str, tuple[str, int]], tuple[int, bool]] = {}
     for line, row in csv_rows(path, PROFILE_COLUMNS,
-                              optional=POWER_LIMIT_COLUMNS + (OWN_POWER_COLUMN,), strict=True,
-                              known=MEASURED_COLUMNS):
+                              optional=POWER_LIMIT_COLUMNS + (OWN_POWER_COLUMN, STARTUP_COLUMN),
+                              strict=True, known=MEASURED_COLUMNS):
         gpu_type = canonical_gpu(row["gpu_type"]) or row["gpu_type"]
         if gpu_type not in cluster.gpu_types:
             raise ScenarioError(path, f"unknown GPU type {gpu_type!r}; expected one of "
@@ -584,6 +587,17 @@ def read_profiles(path: Path, cluster: Cluster) -> Profiles:
                                     f"> 0, got {row[OWN_POWER_COLUMN]}", line=line,
                                     field=OWN_POWER_COLUMN)
             power.setdefault(row["profile"], {})[config] = own
+        if row[STARTUP_COLUMN]:
+            if limited:
+                raise ScenarioError(path, "a row with a power limit takes the cluster's "
+                                    "restart_overhead_s; leave startup_s empty", line=line,
+                                    field=STARTUP_COLUMN)
+            seconds = _float(path, line, STARTUP_COLUMN, row[STARTUP_COLUMN])
+            if seconds < 0:
+                raise ScenarioError(path, f"expected the start-up in seconds, a number >= 0, "
+                                    f"got {row[STARTUP_COLUMN]}", line=line,
+                                    field=STARTUP_COLUMN)
+            startup.setdefault(row["profile"], {})[config] = seconds
         seen = first_line.setdefault((row["profile"], config), (line, limited))
         if seen[1] != limited:
             raise ScenarioError(path, f"({row['profile']}, {gpu_type}, {gpus}) mixes rows with and "
@@ -615,7 +629,7 @@ def read_profiles(path: Path, cluster: Cluster) -> Profiles:
             table.setdefault(profile, {})[config] = max(known, key=lambda lv: lv.limit_w) \
                 .seconds_per_epoch
     return Profiles(table, {p: {c: tuple(ls) for c, ls in cs.items()}
-                            for p, cs in levels.items()}, power)
+                            for p, cs in levels.items()}, power, startup)
 
 
 def feasible_configs(cluster: Cluster, configs: dict[tuple[str, int], float] | Any) -> list:
@@ -734,20 +748,22 @@ def write_scenario(scenario: Scenario, directory: str | Path) -> None:
     with (directory / PROFILES_FILE).open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         profiles = scenario.profiles
-        own = [OWN_POWER_COLUMN] if profiles.power else []
+        own = {name: values for name, values in ((OWN_POWER_COLUMN, profiles.power),
+                                                 (STARTUP_COLUMN, profiles.startup)) if values}
         w.writerow(PROFILE_COLUMNS + (POWER_LIMIT_COLUMNS if profiles.levels else ())
                    + tuple(own))
         for profile, configs in profiles.table.items():
             for (gpu_type, gpus), spe in configs.items():
-                blank_own = [""] if own else []
                 for lv in profiles.power_levels(profile, (gpu_type, gpus)):
                     w.writerow([profile, gpu_type, gpus, _number(lv.seconds_per_epoch),
-                                _number(lv.limit_w), _number(lv.gpu_power_w)] + blank_own)
+                                _number(lv.limit_w), _number(lv.gpu_power_w)]
+                               + [""] * len(own))
                 if not profiles.power_levels(profile, (gpu_type, gpus)):
                     blanks = ["", ""] if profiles.levels else []
-                    watts = profiles.gpu_power_w(profile, (gpu_type, gpus))
+                    mine = [values.get(profile, {}).get((gpu_type, gpus))
+                            for values in own.values()]
                     w.writerow([profile, gpu_type, gpus, _number(spe)] + blanks
-                               + ([_number(watts) if watts is not None else ""] if own else []))
+                               + ["" if v is None else _number(v) for v in mine])
     with (directory / WORKLOAD_FILE).open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         flags = [name for name, default in WORKLOAD_FLAGS_DEFAULTS.items()

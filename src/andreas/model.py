@@ -285,12 +285,15 @@ class Profiles:
     `power` optionally gives, per profile and configuration, the draw of each of its GPUs while
     it trains (W, measured: `andreas profile` through NVML): the job draws that instead of the
     power table's draw per busy GPU (`GpuType.busy_gpu_w`); without it, the table's (the
-    paper's model).
+    paper's model). `startup` likewise gives its start-up (s, measured: launch to the first
+    progress report, less an epoch), which its restarts take instead of the cluster's
+    `restart_overhead_s`.
     """
 
     table: Mapping[str, Mapping[Config, float]]
     levels: Mapping[str, Mapping[Config, tuple[PowerLevel, ...]]] = field(default_factory=dict)
     power: Mapping[str, Mapping[Config, float]] = field(default_factory=dict)
+    startup: Mapping[str, Mapping[Config, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         frozen = {p: MappingProxyType(dict(c)) for p, c in self.table.items()}
@@ -300,13 +303,20 @@ class Profiles:
                   for p, cs in self.levels.items()}
         object.__setattr__(self, "levels", MappingProxyType({p: c for p, c in levels.items()
                                                              if c}))
-        power = {p: MappingProxyType(dict(c)) for p, c in self.power.items() if c}
-        object.__setattr__(self, "power", MappingProxyType(power))
+        for name in ("power", "startup"):
+            given = {p: MappingProxyType(dict(c)) for p, c in getattr(self, name).items() if c}
+            object.__setattr__(self, name, MappingProxyType(given))
 
     def __reduce__(self):
         return (Profiles, ({p: dict(c) for p, c in self.table.items()},
                            {p: dict(c) for p, c in self.levels.items()},
-                           {p: dict(c) for p, c in self.power.items()}))
+                           {p: dict(c) for p, c in self.power.items()},
+                           {p: dict(c) for p, c in self.startup.items()}))
+
+    def restart_s(self, profile: str, config: Config, default: float) -> float:
+        """How long a restart of `profile` on `config` takes: its measured start-up where
+        the profile gives one, else `default` (the cluster's `restart_overhead_s`)."""
+        return self.startup.get(profile, {}).get(config, default)
 
     def gpu_power_w(self, profile: str, config: Config) -> float | None:
         """The measured draw of each GPU of `config` while `profile` trains; None: the table's."""

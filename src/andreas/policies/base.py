@@ -87,18 +87,26 @@ class Snapshot:
         remaining epochs there, plus the restart overhead if it pays one (`pays_overhead`)."""
         run_s = view.remaining_epochs * self.profiles.seconds_per_epoch(
             view.job.profile, gpu_type, target.gpus, target.power_limit_w)
-        return run_s + (self.cluster.restart_overhead_s if self.pays_overhead(view) else 0.0)
+        return run_s + (self.overhead_s(view, gpu_type, target.gpus)
+                        if self.pays_overhead(view) else 0.0)
 
-    def restart_s(self, view: JobView, target: Assignment) -> float:
-        """The restart time `view` pays before it runs on `target`: what is left of its
-        restart where it runs already, else the restart overhead if it pays one."""
+    def overhead_s(self, view: JobView, gpu_type: str, gpus: int) -> float:
+        """How long a restart of `view` on `gpus` GPUs of `gpu_type` takes: its profile's
+        measured start-up there, else the cluster's `restart_overhead_s`."""
+        return self.profiles.restart_s(view.job.profile, (gpu_type, gpus),
+                                       self.cluster.restart_overhead_s)
+
+    def restart_s(self, view: JobView, target: Assignment, gpu_type: str) -> float:
+        """The restart time `view` pays before it runs on `target`, a node of `gpu_type`: what
+        is left of its restart where it runs already, else the restart overhead there if it
+        pays one."""
         if view.assignment is not None and not stops_job(view.assignment, target):
             return view.restart_remaining_s
-        return self.cluster.restart_overhead_s if self.pays_overhead(view) else 0.0
+        return self.overhead_s(view, gpu_type, target.gpus) if self.pays_overhead(view) else 0.0
 
     def run_s(self, view: JobView, gpu_type: str, target: Assignment) -> float:
         """How long `view` takes from now on `target` (staying where it runs, or not)."""
-        return self.restart_s(view, target) + view.remaining_epochs * \
+        return self.restart_s(view, target, gpu_type) + view.remaining_epochs * \
             self.profiles.seconds_per_epoch(view.job.profile, gpu_type, target.gpus,
                                             target.power_limit_w)
 

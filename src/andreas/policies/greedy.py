@@ -343,7 +343,7 @@ class RandomizedGreedy:
                        k.cen, k.cmov, k.mtime, k.nc, k.home, k.home_g, k.due, k.weight,
                        k.wait_penalty, pressure_ranks(ctx), k.node_type, k.node_cap, k.power,
                        k.type_capacity, float(ctx.now), float(ctx.eur_per_joule),
-                       float(ctx.overhead), s.pi, s.alpha, s.beta, s.score == "lookahead",
+                       float(ctx.kernel_overhead), s.pi, s.alpha, s.beta, s.score == "lookahead",
                        k.meets, s.config_energy != "alone", s.config_energy == "filled",
                        k.type_nodes, k.type_start, k.cw)
 

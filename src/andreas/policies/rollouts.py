@@ -76,7 +76,7 @@ def least(costs: Sequence[Sequence[float]], risk: float | None = None) -> int:
 
 def stops_restarting_job(snapshot: Snapshot, plan: Plan) -> bool:
     """Whether `plan` stops a running job (pause, move or resize) that then pays a restart."""
-    if snapshot.cluster.restart_overhead_s <= 0:
+    if snapshot.cluster.restart_overhead_s <= 0 and not snapshot.profiles.startup:
         return False
     return any(v.assignment is not None and stops_job(v.assignment, plan.get(v.job_id))
                for v in snapshot.jobs)

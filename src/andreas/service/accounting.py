@@ -24,14 +24,18 @@ class Accounting:
 
     def __init__(self, store: Store, cluster: Callable[[], Cluster],
                  clock: Callable[[], float] = time.time,
-                 own_power: Callable[[Any], Mapping[tuple[str, int], float]] = lambda job: {}
+                 own_power: Callable[[Any], Mapping[tuple[str, int], float]] = lambda job: {},
+                 own_startup: Callable[[Any], Mapping[tuple[str, int], float]] = lambda job: {}
                  ) -> None:
         """`own_power(job)`: a job's measured draw per GPU by configuration, where its profile
-        gives one (`snapshots.job_power`); its runs are charged that while they train."""
+        gives one (`snapshots.job_power`); its runs are charged that while they train.
+        `own_startup(job)`: its start-up by configuration (`snapshots.job_startup`), which
+        its runs begin with instead of the cluster's `restart_overhead_s`."""
         self.store = store
         self.cluster = cluster
         self.clock = clock
         self.own_power = own_power
+        self.own_startup = own_startup
 
     def segments(self, runs: Sequence[Any], now: float,
                  jobs: Sequence[Any] | None = None) -> tuple[Cluster, list]:
@@ -44,12 +48,14 @@ class Accounting:
             with self.store.session() as s:
                 jobs = job_rows.profile_rows(s, (r.job_id for r in runs))
         power = {j.id: own for j in jobs if (own := self.own_power(j))}
+        startup = {j.id: own for j in jobs if (own := self.own_startup(j))}
         return cluster, [seg for r in runs if (r.ended_at or now) > r.started_at
                          for seg in run_segments(
                              cluster, r.job_id, r.node, r.gpu_type, len(r.gpu_indices),
                              r.started_at, r.ended_at if r.ended_at is not None else now,
                              (r.epochs_at_end or 0.0) - r.epochs_at_start,
-                             power.get(r.job_id, {}).get((r.gpu_type, len(r.gpu_indices))))]
+                             power.get(r.job_id, {}).get((r.gpu_type, len(r.gpu_indices))),
+                             startup.get(r.job_id, {}).get((r.gpu_type, len(r.gpu_indices))))]
 
     def measured(self) -> dict:
         """Costs so far from the runs' busy intervals (modelled energy) and completions."""

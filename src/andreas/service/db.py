@@ -68,6 +68,8 @@ class JobRow(Base):
     forecast: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     # learned seconds-per-epoch correction (measured / profiled), see service.learning
     speed_factor: Mapped[float] = mapped_column(Float, default=1.0)
+    # learned start-up (s) of its runs, None until one reported (migration 0006)
+    startup_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     # the client's Idempotency-Key: a retried submission returns this job (unique per owner)
     idempotency_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
     # per-job controls (migration 0004)

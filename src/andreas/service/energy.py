@@ -15,8 +15,10 @@ from ..model import Cluster, Job, Segment
 
 def run_segments(cluster: Cluster, job_id: str, node: str, gpu_type: str, gpus: int,
                  start: float, end: float, epochs: float,
-                 gpu_power_w: float | None = None) -> list[Segment]:
-    """A run's busy interval as the model sees it: the first `restart_overhead_s` are a
+                 gpu_power_w: float | None = None,
+                 startup_s: float | None = None) -> list[Segment]:
+    """A run's busy interval as the model sees it: the first `restart_overhead_s` (or the
+    job's own start-up, `startup_s`) are a
     restart (every run starts up, the first included, as the service's forecasts assume), at
     the GPU type's restart draw where it has one, else at the table's; the rest runs, at the
     job's own draw per GPU (`gpu_power_w`, its profile's) where it has one, else at the
@@ -24,7 +26,7 @@ def run_segments(cluster: Cluster, job_id: str, node: str, gpu_type: str, gpus: 
     gt = cluster.gpu_types.get(gpu_type)
     restart_saved = gt.restart_saving_w(gpus) if gt is not None else 0.0
     run_saved = own_power_saved_w(gt, gpus, gpu_power_w) if gt is not None else 0.0
-    split = min(end, start + cluster.restart_overhead_s)
+    split = min(end, start + (cluster.restart_overhead_s if startup_s is None else startup_s))
     if restart_saved == run_saved or split <= start:
         return [Segment(job_id, node, gpu_type, gpus, start, end, epochs, "run", None,
                         run_saved)]

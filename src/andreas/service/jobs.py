@@ -242,7 +242,8 @@ def validate_submission(config: ServiceConfig, body: JobSubmit, now: float,
             configs[(gpu_type, row.gpus)] = row.seconds_per_epoch
             inline.append({"gpu_type": gpu_type, "gpus": row.gpus,
                            "seconds_per_epoch": row.seconds_per_epoch,
-                           **({"power_w": row.power_w} if row.power_w is not None else {})})
+                           **{k: v for k, v in (("power_w", row.power_w),
+                                                ("startup_s", row.startup_s)) if v is not None}})
     if cluster.nodes and not feasible_configs(cluster, configs):
         bad("no node of the cluster can run any configuration of this job's profile")
     check_run_times(body, configs)
@@ -314,7 +315,8 @@ def job_out(s, job: JobRow, svc: Services, measured: dict | None, *,
                   message=job.message, running_on=run_out(live) if live else None,
                   restarts=max(0, sum(1 for r in runs
                                       if r.handle or r.state != RunState.ENDED) - 1),
-                  speed_factor=job.speed_factor, predicted=job.predicted,
+                  speed_factor=job.speed_factor, startup_s=job.startup_s,
+                  predicted=job.predicted,
                   forecast=svc.board.latest.forecast.get(job.id, job.forecast),
                   measured=measured,
                   preemptible=job.preemptible, start_asap=job.start_asap,

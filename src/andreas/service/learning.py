@@ -44,3 +44,34 @@ def speed_factor(reports: Sequence[Report], profiled_spe: Mapping[int, float | N
     if profiled <= 0 or measured <= 0:
         return None
     return min(FACTOR_BOUNDS[1], max(FACTOR_BOUNDS[0], measured / profiled))
+
+
+STARTUP_BOUNDS = (0.0, 86400.0)
+"""A learned start-up is believed within these (a day at most): the job's own reports set it."""
+
+
+class RunStart(Protocol):
+    id: int
+    started_at: float
+    epochs_at_start: float
+
+
+def startup_s(runs: Sequence[RunStart], reports: Sequence[Report],
+              spe: Mapping[int, float | None]) -> float | None:
+    """The mean start-up of the runs that reported: from a run's launch to its first report,
+    less the epochs that report counts at the run's seconds per epoch (`spe`, learned); None
+    until a run reported. Like the speed, it is learned from the job's own reports."""
+    first: dict[int, Report] = {}
+    for report in reports:
+        first.setdefault(report.run_id, report)
+    measured = []
+    for run in runs:
+        report = first.get(run.id)
+        seconds = spe.get(run.id)
+        if report is None or not seconds:
+            continue
+        epochs = max(0.0, report.epochs_done - run.epochs_at_start)
+        measured.append(report.time - run.started_at - epochs * seconds)
+    if not measured:
+        return None
+    return min(STARTUP_BOUNDS[1], max(STARTUP_BOUNDS[0], sum(measured) / len(measured)))

@@ -25,7 +25,7 @@ from .db import JobRow, ProgressRow, RunRow
 from .events import event
 from .folders import FolderRefused, refused_write
 from .job_accounts import JobAccounts, read_job_file
-from .learning import speed_factor
+from .learning import speed_factor, startup_s
 from .snapshots import DONE_EPS, job_configs
 from .states import CANCELLED_MESSAGE, JobState, RunEnd, RunState, after_run
 from .store import Store, hash_token, must_get, new_token
@@ -124,9 +124,14 @@ class Runs:
             return False
         s.flush()
         base = job_configs(self.config, job, learned=False)
-        factor = speed_factor(run_rows.progress_reports(s, job.id),
-                              {r.id: base.get((r.gpu_type, len(r.gpu_indices)))
-                               for r in run_rows.runs_of(s, job.id)})
+        reports, runs = run_rows.progress_reports(s, job.id), run_rows.runs_of(s, job.id)
+        factor = speed_factor(reports, {r.id: base.get((r.gpu_type, len(r.gpu_indices)))
+                                        for r in runs})
+        # its start-up, from each run's first report at the speed learned so far
+        speed = job.speed_factor if factor is None else factor
+        job.startup_s = startup_s(runs, reports, {
+            r.id: spe * speed if (spe := base.get((r.gpu_type, len(r.gpu_indices)))) else None
+            for r in runs})
         if factor is None:
             return False
         moved = abs(factor - job.speed_factor) > self.config.replan_deviation * job.speed_factor

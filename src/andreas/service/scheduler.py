@@ -33,7 +33,14 @@ from .folders import sqlite_folder
 from .plan_board import PlanBoard, PlanInfo, forecast_entry
 from .planner import Planner, Proposal, waiting_entry, waiting_reasons
 from .runs import Runs
-from .snapshots import SnapshotRead, cluster_of, job_configs, job_power, read_snapshot
+from .snapshots import (
+    SnapshotRead,
+    cluster_of,
+    job_configs,
+    job_power,
+    job_startup,
+    read_snapshot,
+)
 from .store import Store
 from .store import queue as queue_rows
 from .store import runs as run_rows
@@ -55,7 +62,8 @@ class Scheduler:
         self.board = board or PlanBoard()
         self.runs = Runs(config, store, executor, self.wake, clock)
         self.accounting = Accounting(store, lambda: cluster_of(config, executor), clock,
-                                     lambda job: job_power(config, job))
+                                     lambda job: job_power(config, job),
+                                     lambda job: job_startup(config, job))
         self._reasons: set[str] = {"startup"}
         self._reasons_lock = threading.Lock()
         self._tick_lock = threading.Lock()
@@ -231,7 +239,8 @@ class Scheduler:
         known = read.snapshot.profiles
         snapshot: Snapshot = replace(read.snapshot, profiles=Profiles(
             {**known.table, key: job_configs(self.config, job)}, known.levels,
-            {**known.power, key: job_power(self.config, job)}),
+            {**known.power, key: job_power(self.config, job)},
+            {**known.startup, key: job_startup(self.config, job)}),
             jobs=(*read.snapshot.jobs, view))
         owners = {**read.owners, job.id: owner}
         return self.planner.what_if(snapshot, job.id,

@@ -49,6 +49,10 @@ class ProfileRow(Strict):
     power_w: float | None = Field(None, gt=0, le=1e5,
                                   description="measured draw of each GPU while the job trains "
                                               "(W); without it, the power table's")
+    startup_s: float | None = Field(None, ge=0, le=86400,
+                                    description="measured start-up (s): launch to its first "
+                                                "progress report, less an epoch; without it, "
+                                                "the cluster's restart_overhead_s")
 
 
 class JobSubmit(Strict):
@@ -144,6 +148,8 @@ class JobOut(BaseModel):
     running_on: RunOut | None
     restarts: int
     speed_factor: float
+    startup_s: float | None = Field(None, description="its runs' start-up as learned from "
+                                                      "their first reports (s)")
     predicted: dict | None = Field(description="forecast made when the job was first planned")
     forecast: dict | None = Field(description="the latest forecast")
     measured: dict | None = Field(description="energy (modelled from busy time, or NVML) and "

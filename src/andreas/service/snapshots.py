@@ -72,11 +72,32 @@ def job_power(config: ServiceConfig, job: Any) -> dict[tuple[str, int], float]:
     return dict(config.profiles.power.get(job.profile_name, {}))
 
 
+def job_startup(config: ServiceConfig, job: Any) -> dict[tuple[str, int], float]:
+    """Each configuration's start-up (s) for a job (a JobRow, or a row of its columns): what
+    its runs showed (`learning.startup_s`) on every configuration once one reported, else its
+    inline rows' or named profile's `startup_s`. Configurations without one take the
+    cluster's `restart_overhead_s`."""
+    learned = getattr(job, "startup_s", None)
+    if job.inline_profile:
+        rows = {(canonical_gpu(r["gpu_type"]) or r["gpu_type"], int(r["gpus"])): r
+                for r in job.inline_profile}
+        given = {c: float(r["startup_s"]) for c, r in rows.items()
+                 if r.get("startup_s") is not None}
+    else:
+        rows = dict(config.profiles.configs(job.profile_name)) if job.profile_name else {}
+        given = dict(config.profiles.startup.get(job.profile_name, {})) \
+            if job.profile_name else {}
+    if learned is not None:
+        return {c: float(learned) for c in rows}
+    return given
+
+
 def profile_key(job: Any) -> str:
     """The snapshot's profile for `job`: its named profile, shared by every job that runs at
     its nominal speed; its own when it has inline rows or a learned speed. (One table per job
     made a long queue's snapshot slow to build.)"""
-    if job.inline_profile or job.speed_factor != 1.0 or job.profile_name is None:
+    if (job.inline_profile or job.speed_factor != 1.0 or job.profile_name is None
+            or getattr(job, "startup_s", None) is not None):
         return f"job:{job.id}"
     return f"profile:{job.profile_name}"
 
@@ -89,6 +110,7 @@ def read_snapshot(store: Store, executor: Executor, config: ServiceConfig,
     held: dict[str, int] = {}
     views, table, running = [], {}, {}
     power: dict[str, dict[tuple[str, int], float]] = {}
+    startups: dict[str, dict[tuple[str, int], float]] = {}
     known = {n.name for n in cluster.nodes}
     with store.session() as s:  # read, then let go of, before building the views
         jobs = queue_rows.active_jobs(s)
@@ -115,6 +137,8 @@ def read_snapshot(store: Store, executor: Executor, config: ServiceConfig,
             table[key] = job_configs(config, job)
             if own := job_power(config, job):
                 power[key] = own
+            if startup := job_startup(config, job):
+                startups[key] = startup
         assignment = None
         if run is not None:
             assignment = Assignment(run.node, len(run.gpu_indices))
@@ -134,8 +158,8 @@ def read_snapshot(store: Store, executor: Executor, config: ServiceConfig,
         cluster = _drained_offer_held_gpus(cluster, views, drained)
     # real processes pay the restart overhead on their first start too (the interpreter,
     # loading data): the holds, the plan and the forecast all count it
-    snapshot = Snapshot(now, cluster, Profiles(table, power=power), tuple(views),
-                        first_start_overhead=True)
+    snapshot = Snapshot(now, cluster, Profiles(table, power=power, startup=startups),
+                        tuple(views), first_start_overhead=True)
     return SnapshotRead(snapshot, running, owners, drained, drained_out)
 
 

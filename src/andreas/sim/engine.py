@@ -560,11 +560,13 @@ class Simulator:
 
     def _start(self, s: _JobState, target: Assignment, now: float) -> None:
         restart_end = now
+        if s.started or self.first_start_overhead:
+            # its profile's measured start-up on the target, else the cluster's overhead
+            restart_end = now + self.scenario.profiles.restart_s(
+                s.job.profile, (self.node_types[self.node_index[target.node]], target.gpus),
+                self.cluster.restart_overhead_s)
         if s.started:
             s.restarts += 1
-            restart_end = now + self.cluster.restart_overhead_s
-        elif self.first_start_overhead:
-            restart_end = now + self.cluster.restart_overhead_s
         s.started = True
         if s.first_start is None:
             s.first_start = now

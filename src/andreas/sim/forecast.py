@@ -62,7 +62,9 @@ def forecast(snapshot: Snapshot, plan: Plan, policy: Policy, *,
         target = plan.get(view.job_id)
         preset[view.job_id] = JobView(
             job, view.remaining_epochs, target, view.started,
-            0.0 if target is None else snapshot.restart_s(view, target))
+            0.0 if target is None else snapshot.restart_s(
+                view, target, snapshot.cluster.nodes[
+                    snapshot.cluster.node_index(target.node)].gpu_type))
     if not jobs:
         return {}
     jobs.extend(replace(job, submit_time=job.submit_time - now, due_date=job.due_date - now)

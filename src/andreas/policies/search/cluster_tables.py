@@ -35,8 +35,9 @@ class ProfileRows:
     the GPUs of its largest node of that type), in the profile's own order, and the same as
     [profiles, configurations] arrays: row `index[name]` of `p_type`, `p_gpus`, `p_spe` (s per
     epoch) and `p_watts` (node draw above idle with that many busy GPUs, the job's own draw
-    where its profile gives one), `p_n[row]` of them real. Rows are added as decisions meet
-    new profiles (a service's table may be large)."""
+    where its profile gives one), `p_n[row]` of them real, and `p_restart` (the profile's own
+    start-up there, NaN where it gives none: the cluster's overhead). Rows are added as
+    decisions meet new profiles (a service's table may be large)."""
 
     def __init__(self, tables: "ClusterTables", profiles: Profiles) -> None:
         self.tables, self.profiles = tables, profiles
@@ -64,8 +65,8 @@ class ProfileRows:
         self._arrays = None
 
     def _arrays_now(self) -> tuple[np.ndarray, ...]:
-        """(p_type, p_gpus, p_spe, p_watts, p_n) over every row added so far, with at least
-        one column (padding where a profile has fewer configurations)."""
+        """(p_type, p_gpus, p_spe, p_watts, p_n, p_restart) over every row added so far, with
+        at least one column (padding where a profile has fewer configurations)."""
         if self._arrays is None:
             P = len(self.hostable)
             C = max(1, max((len(h) for h in self.hostable), default=0))
@@ -74,18 +75,23 @@ class ProfileRows:
             p_spe = np.zeros((P, C))
             p_watts = np.zeros((P, C))
             p_n = np.zeros(P, np.int64)
+            p_restart = np.full((P, C), np.nan)
             power = self.tables.power
             names = list(self.index)  # in row order
             kinds = self.tables.cluster.gpu_types
             for i, configs in enumerate(self.hostable):
                 own = self.profiles.power.get(names[i], {})
+                startup = self.profiles.startup.get(names[i], {})
                 for c, (tname, t, g, spe) in enumerate(configs):
                     p_type[i, c], p_gpus[i, c], p_spe[i, c] = t, g, spe
                     p_watts[i, c] = power[t][g - 1]
                     if (tname, g) in own:  # the profile's own draw instead of the table's
                         p_watts[i, c] -= own_power_saved_w(kinds[tname], g, own[(tname, g)])
+                    if (tname, g) in startup:
+                        p_restart[i, c] = startup[(tname, g)]
                 p_n[i] = len(configs)
-            self._arrays = tuple(map(readonly, (p_type, p_gpus, p_spe, p_watts, p_n)))
+            self._arrays = tuple(map(readonly, (p_type, p_gpus, p_spe, p_watts, p_n,
+                                                p_restart)))
         return self._arrays
 
 

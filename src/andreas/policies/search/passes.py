@@ -75,7 +75,7 @@ def greedy_pass(ctx: PlanningContext, order: list[int], *, free: list[int] | Non
         np.array(order, np.int64), use_rand, draws if u_config is None else u_config,
         draws if u_node is None else u_node, left, node, cand, moved, k.ct, k.cg, k.ctime,
         k.cmov, k.mtime, k.nc, k.home, k.home_g, k.node_type, k.node_cap, k.power,
-        float(ctx.overhead), alpha, beta, k.meets, config_energy != "alone",
+        float(ctx.kernel_overhead), alpha, beta, k.meets, config_energy != "alone",
         config_energy == "filled", k.type_nodes, k.type_start, k.cw)
     return PassResult(node, cand, moved, left)
 

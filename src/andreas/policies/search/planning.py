@@ -56,11 +56,14 @@ class CandidateTable:
     its column in the job's row (placement.Placement).
     """
 
-    def __init__(self, ct, cg, ctime, cen, meets, real, tmin, tmax, nc, cw) -> None:
+    def __init__(self, ct, cg, ctime, cen, meets, real, tmin, tmax, nc, cw, cover) -> None:
         self.ct, self.cg, self.ctime, self.cen, self.meets, self.nc = ct, cg, ctime, cen, meets, nc
         # [J, C]: watts each candidate draws above the table's share (its profile's own draw);
         # [J, 0] when no job has one (the kernel then skips the term)
         self.cw = cw
+        # [J, C]: each candidate's restart overhead where a job's profile gives its own
+        # start-up; None when none does (the context's one overhead for all)
+        self.cover = cover
         self.real = real  # [J, C]: the entries that are candidates (each row's first nc)
         self.tmin, self.tmax = tmin, tmax  # [J]: fastest and slowest run, NaN with none
 
@@ -70,7 +73,7 @@ class CandidateTable:
         (`rows`: the cluster's table of them, cluster_tables.ProfileRows)."""
         views, now = ctx.views, ctx.now
         J = len(views)
-        pidx, (p_type, p_gpus, p_spe, p_watts, p_n) = rows.lookup(
+        pidx, (p_type, p_gpus, p_spe, p_watts, p_n, p_restart) = rows.lookup(
             list(map(_PROFILE, views)))
         # at least one column (ProfileRows): with none (no job has a configuration the
         # cluster can host, e.g. non-preemptible jobs hold the GPUs it needs) every row is
@@ -85,7 +88,8 @@ class CandidateTable:
         started = np.fromiter(map(_STARTED, views), np.bool_, J)
         ct, cg, times, nc = table_kernel.candidate_times(
             pidx, p_type, p_gpus, p_spe, p_n, rem, started, ctx.restart_left, ctx.home_type,
-            ctx.home_g, float(ctx.overhead))
+            ctx.home_g, restart_overheads(p_restart, ctx.cluster.restart_overhead_s,
+                                          ctx.plan_restart_s))
         if ctx.cluster.tariff is None:
             energy = table_kernel.flat_energy(pidx, p_watts, times, float(now),
                                               float(ctx.cluster.eur_per_joule()))
@@ -106,7 +110,7 @@ class CandidateTable:
         o_ct, o_cg, ctime, cen, meets, real, tmin, tmax = table_kernel.ordered_rows(
             ct, cg, times, energy, nc, np.array(ctx.due, float), float(now))
         return cls(o_ct, o_cg, ctime, cen, meets, real, tmin, tmax, nc,
-                   own_watts(ctx, o_ct, o_cg, nc))
+                   own_watts(ctx, o_ct, o_cg, nc), own_overheads(ctx, o_ct, o_cg, nc))
 
 
 def own_watts(ctx: "PlanningContext", ct: np.ndarray, cg: np.ndarray,
@@ -128,6 +132,34 @@ def own_watts(ctx: "PlanningContext", ct: np.ndarray, cg: np.ndarray,
             if config in own:
                 cw[j, c] = -own_power_saved_w(kinds[config[0]], config[1], own[config])
     return cw
+
+
+def restart_overheads(p_restart: np.ndarray, cluster_s: float, plan_restart_s: float
+                      ) -> np.ndarray:
+    """[P, C]: the restart overhead of each profile row's configuration: its own start-up
+    where it gives one, else the cluster's; at least `plan_restart_s` (the planning penalty)."""
+    return np.where(np.isnan(p_restart), max(cluster_s, plan_restart_s),
+                    np.maximum(p_restart, plan_restart_s))
+
+
+def own_overheads(ctx: "PlanningContext", ct: np.ndarray, cg: np.ndarray,
+                  nc: np.ndarray) -> np.ndarray | None:
+    """[J, C]: each candidate's restart overhead (`restart_overheads`), in the table's order;
+    None when no job's profile gives its own start-up (then `ctx.overhead` holds for all)."""
+    startup = ctx.profiles.startup
+    if not startup or not any(v.job.profile in startup for v in ctx.views):
+        return None
+    cover = np.full(ct.shape, ctx.overhead)
+    names = ctx.type_names
+    for j, view in enumerate(ctx.views):
+        own = startup.get(view.job.profile)
+        if not own:
+            continue
+        for c in range(int(nc[j])):
+            config = (names[ct[j, c]], int(cg[j, c]))
+            if config in own:
+                cover[j, c] = max(own[config], ctx.plan_restart_s)
+    return cover
 
 
 class PlanningContext:
@@ -169,6 +201,7 @@ class PlanningContext:
                                   -1)  # the GPU type it runs on, -1 waiting
         self.restart_left = np.fromiter(map(_RESTART_LEFT, views), float, J)
         self.overhead = max(cluster.restart_overhead_s, plan_restart_s)
+        self.plan_restart_s = plan_restart_s
         self.cluster = cluster
         self.profiles = snapshot.profiles
         self._orders: dict[str, list[int]] = {}  # orderings.ordered's, per order
@@ -184,6 +217,13 @@ class PlanningContext:
         self.wait_penalties = WAITING_PENALTY * tardiness_costs(
             np.array(self.weight), self.now + self.table.tmax, np.array(self.due))
         self.wait_penalty = self.wait_penalties.tolist()
+
+    @cached_property
+    def kernel_overhead(self) -> float:
+        """The one restart overhead the greedy pass weighs displacing running jobs with: the
+        context's, or the longest of the candidates' own start-ups where profiles give them."""
+        cover = self.table.cover
+        return self.overhead if cover is None else max(self.overhead, float(cover.max()))
 
     @cached_property
     def packed(self):
@@ -237,10 +277,12 @@ def pack(ctx: PlanningContext) -> Packed:
     home, home_g = ctx.home, ctx.home_g
     # Moving a running job to another node of its own configuration pays the restart overhead
     # (for every candidate at once; Placement.moved_to sets the flag of a placed job).
-    cmov = table.real & move_pays_overhead(ctx.overhead, ctx.home_type[:, None], home_g[:, None],
+    # (each candidate's own overhead where profiles give start-ups)
+    overhead = ctx.overhead if table.cover is None else table.cover
+    cmov = table.real & move_pays_overhead(overhead, ctx.home_type[:, None], home_g[:, None],
                                            table.ct, table.cg)
     restart_left = ctx.restart_left.reshape(J, 1)
-    mtime = np.where(cmov, moved_time(table.ctime, restart_left, ctx.overhead), table.ctime)
+    mtime = np.where(cmov, moved_time(table.ctime, restart_left, overhead), table.ctime)
     return Packed(table.ct, table.cg, table.ctime, table.cen, cmov, mtime, table.nc, table.meets,
                   home, home_g, np.array(ctx.due, float), np.array(ctx.weight, float),
                   ctx.wait_penalties, tables.k_node_type, tables.k_node_cap,

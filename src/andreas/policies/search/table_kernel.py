@@ -19,8 +19,9 @@ def candidate_times(pidx, p_type, p_gpus, p_spe, p_n, rem, started, restart_left
                     cur_gpus, overhead):
     """Each job's candidates in its profile's order: GPU type, GPU count, and run time
     (epochs x s/epoch, + the restart overhead of a started job, or what is left of it on the
-    configuration it runs on). [J, C] arrays (C: the profile table's width; padding 0), and
-    the number of candidates per job."""
+    configuration it runs on). `overhead[p, c]`: the restart overhead of profile row p's
+    configuration c. [J, C] arrays (C: the profile table's width; padding 0), and the number
+    of candidates per job."""
     J = pidx.shape[0]
     C = p_type.shape[1]
     ct = np.zeros((J, C), np.int64)
@@ -37,7 +38,7 @@ def candidate_times(pidx, p_type, p_gpus, p_spe, p_n, rem, started, restart_left
             if t == cur_type[j] and g == cur_gpus[j]:
                 times[j, c] = run + restart_left[j]
             elif started[j]:
-                times[j, c] = run + overhead
+                times[j, c] = run + overhead[p, c]
             else:
                 times[j, c] = run
     return ct, cg, times, nc

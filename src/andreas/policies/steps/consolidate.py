@@ -69,6 +69,7 @@ class _Task:
     restart_left: float  # restart still to pay before progress, if it stays on `node`
     started: bool  # a start elsewhere pays the overhead (it has run, or first starts pay it)
     planned_end: float  # under the plan (-inf if it waits there): no later, no margin
+    profile: str = ""  # its profile: its own start-up where the profile gives one
 
 
 def node_energy(kind: GpuType, runs: Runs) -> float:
@@ -126,7 +127,9 @@ def timeline(snapshot: Snapshot, tasks: list[_Task], nodes: list[Node], stretch:
             rank, name, gpus, spe = best
             free[name] -= gpus
             left -= gpus
-            pay = task.restart_left if not rank[0] else (overhead if task.started else 0.0)
+            pay = task.restart_left if not rank[0] else (
+                snapshot.profiles.restart_s(task.profile, (kinds[name].name, gpus), overhead)
+                if task.started else 0.0)
             step.append((task, name, gpus, pay, spe))
         if not step:
             return None
@@ -249,7 +252,8 @@ def consolidate(snapshot: Snapshot, plan: Plan, *, share: float, load: float,
         return [_Task(v.job_id, k, v.job.due_date, v.job.tardiness_weight, d, c,
                       v.remaining_epochs, v.assignment.node if v.assignment else None,
                       v.assignment.gpus if v.assignment else 0, v.restart_remaining_s,
-                      snapshot.pays_overhead(v), plan_end.get(v.job_id, -math.inf))
+                      snapshot.pays_overhead(v), plan_end.get(v.job_id, -math.inf),
+                      v.job.profile)
                 for v, k, d, c in made[key]]
 
     keep = list(used)

@@ -51,7 +51,7 @@ def choose_power_limits(snapshot: Snapshot, plan: Plan, *, slack: float = DEFAUL
         levels = profiles.power_levels(view.job.profile, config)
         if len(levels) < 2:
             continue
-        begin = now + snapshot.restart_s(view, a)
+        begin = now + snapshot.restart_s(view, a, config[0])
         run_default = view.remaining_epochs * levels[0].seconds_per_epoch
         if begin + run_default > view.job.due_date:
             out[view.job_id] = replace(a, power_limit_w=None)

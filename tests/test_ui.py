@@ -196,6 +196,7 @@ def test_the_submit_form_shows_the_forecast_before_submitting(browser, service):
     page.click("text=Show the forecast")
     forecast = page.inner_text(".forecast")
     assert "Start" in forecast and "cost" in forecast and "on time" in forecast
+    assert "end between" in forecast  # its range: the jobs faster, or slower with arrivals
     page.click("text=Submit the job")
     page.wait_for_url("**/ui/jobs/job-*")
     job_id = page.url.rsplit("/", 1)[1]

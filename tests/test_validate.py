@@ -106,5 +106,8 @@ def test_validate_runs_end_to_end_in_reduced_form(tmp_path):
     assert dist["completion_error_s"]["mean"] == pytest.approx(sum(map(abs, errors)) / 3)
     assert dist["mean_completion_error_s"] == pytest.approx(sum(errors) / 3)
     assert "per job, energy deviation: mean" in run.stdout
+    flags = [j["completion_within_range"] for j in jobs]
+    assert all(isinstance(f, bool) for f in flags)  # every first plan gave a range
+    assert dist["completions_within_range"] == pytest.approx(sum(flags) / 3)
     again = andreas("validate", "--jobs", 3, "--quick", "--out", out)
     assert again.returncode == 2 and "not empty" in again.stderr

@@ -744,6 +744,9 @@ def validate_cmd(
         console.print(f"per job, {label}: mean {values['mean']:.1f} {unit}, median "
                       f"{values['median']:.1f} {unit}, 90 % {values['p90']:.1f} {unit}, worst "
                       f"{values['worst']:.1f} {unit}")
+    if dist["completions_within_range"] is not None:
+        console.print(f"per job, measured completion within the first plan's range: "
+                      f"{100 * dist['completions_within_range']:.0f} % of jobs")
     at = result["prediction_deviation_at"]
     console.print("predicted total's deviation as the run went on: " + ", ".join(
         f"{k} {100 * v:.1f} %" for k, v in at.items()))

@@ -135,6 +135,27 @@ class Job:
         return shown_end(self._completed_at, self.final, self._forecast("completion"))
 
     @property
+    def completion_range(self) -> tuple[float, float] | None:
+        """How sure the latest forecast's completion is: its early and late bounds (the job
+        faster, or slower with sampled arrivals; `sim.forecast.forecast_range`); None once the
+        job ended, or where the service gives no range."""
+        return None if self.final else self._range("completion_range")
+
+    @property
+    def cost_range(self) -> tuple[float, float] | None:
+        """The same for the forecast's cost (EUR); None once the job ended."""
+        return None if self.final else self._range("total_cost_range")
+
+    def _range(self, key: str) -> tuple[float, float] | None:
+        value = (self.raw.get("forecast") or {}).get(key)
+        if not isinstance(value, list) or len(value) != 2:
+            return None
+        try:
+            return float(value[0]), float(value[1])
+        except (TypeError, ValueError):
+            return None
+
+    @property
     def _completed_at(self) -> float | None:
         value = self.raw.get("completed_at")
         return None if value is None else float(value)

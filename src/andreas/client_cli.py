@@ -56,8 +56,8 @@ def jobs_table(jobs: list[Job], now: float, wide: bool = True) -> Table:
     """The jobs as a table: every column (`wide`), or those that fit 80 columns, with names and
     reasons cut short (an ellipsis) and ids never wrapped."""
     t = Table(box=None, header_style="bold", pad_edge=False)
-    columns = ("ID", "NAME", "USER", "STATE", "EPOCHS", "NODE", "START", "END", "DUE",
-               "COST EUR", "KG CO2EQ", "", "REASON")
+    columns = ("ID", "NAME", "USER", "STATE", "EPOCHS", "NODE", "START", "END", "END RANGE",
+               "DUE", "COST EUR", "KG CO2EQ", "", "REASON")
     carbon = any(j.emissions_kg is not None for j in jobs)  # the grid's intensity is known
     shown = [(c in NARROW or wide) and (c != "KG CO2EQ" or carbon) for c in columns]
     for name, show in zip(columns, shown):
@@ -74,12 +74,21 @@ def jobs_table(jobs: list[Job], now: float, wide: bool = True) -> Table:
                  f"{j.epochs_done:g}/{j.epochs:g}", plain(j.node or "-"),
                  local_time(j.predicted_start if j.state in WAITING_STATES
                             else j.raw.get("first_started_at"), now),
-                 local_time(j.predicted_completion, now), local_time(j.due_date, now),
+                 local_time(j.predicted_completion, now), _end_range(j, now),
+                 local_time(j.due_date, now),
                  _eur(j.predicted_cost),
                  "-" if j.emissions_kg is None else f"{j.emissions_kg:.3f}", _timing(j),
                  plain(j.reason or ""))
         t.add_row(*(c for c, show in zip(cells, shown) if show))
     return t
+
+
+def _end_range(job: Job, now: float) -> str:
+    """The forecast completion's range, `early-late` ('-' for none)."""
+    bounds = job.completion_range
+    if bounds is None:
+        return "-"
+    return f"{local_time(bounds[0], now)}-{local_time(bounds[1], now)}"
 
 
 def register(app: typer.Typer) -> None:
@@ -172,6 +181,8 @@ def submit_cmd(
                       f"{local_time(job.predicted_completion, now)} ({_timing(job)}, due "
                       f"{local_time(job.due_date, now)}), cost {_eur(job.predicted_cost)} EUR",
                       highlight=False)
+        if job.completion_range:
+            console.print(f"range: end {_end_range(job, now)}", highlight=False)
     if job.reason:
         console.print(f"waiting: {plain(job.reason)}", highlight=False)
 
@@ -241,6 +252,10 @@ def show_cmd(job_id: str = typer.Argument(..., help="A job id."),
                                   if k.endswith("_cost") and isinstance(v, (int, float)))
          or "-"),
     ]
+    if job.completion_range and job.cost_range:
+        lines.insert(5, ("range", f"end {_end_range(job, now)}, {_eur(job.cost_range[0])} to "
+                                  f"{_eur(job.cost_range[1])} EUR (jobs faster, or slower "
+                                  f"with arrivals)"))
     if job.emissions_kg is not None:
         lines.append(("emissions", f"{job.emissions_kg:.3f} kg CO2eq (so far"
                       + ("" if job.final else ", and as forecast") + ")"))

@@ -381,8 +381,13 @@ def _compare(spec, config, planned, ids, jobs, runs, t0, history, progress, meas
             learned = spe_profile[gpu_type] * scale * j["speed_factor"]
             last_spe = _measured_spe(progress, job_id, {r["id"] for r in job_runs
                                                         if r["gpu_type"] == gpu_type})
+        bounds = predicted.get("completion_range")  # the first plan's range, if it had one
         entries.append({
             "job": name, "id": job_id, "model": by_name[name].model, "epochs": j["epochs"],
+            "predicted_completion_range_s": (None if not bounds
+                                             else [bounds[0] - t0, bounds[1] - t0]),
+            "completion_within_range": (None if not bounds else
+                                        bounds[0] - 1e-6 <= j["completed_at"] <= bounds[1] + 1e-6),
             "submitted_s": j["submitted_at"] - t0, "due_s": j["due_date"] - t0,
             "weight": j["weight"],
             "predicted_cost": predicted["total_cost"],
@@ -456,7 +461,14 @@ def per_job_distribution(entries: list[dict]) -> dict:
                                        for e in entries]),
         "mean_completion_error_s": statistics.fmean(
             e["measured_completion_s"] - e["predicted_completion_s"] for e in entries),
+        "completions_within_range": _share([e["completion_within_range"] for e in entries]),
     }
+
+
+def _share(flags: list[bool | None]) -> float | None:
+    """The share of True among the flags that are set; None if none is."""
+    known = [f for f in flags if f is not None]
+    return sum(known) / len(known) if known else None
 
 
 def _deviation_at(history, t0: float, end: float, measured_total: float) -> dict:

@@ -58,7 +58,8 @@ SERVICE_KEYS = (
     "slurm_partition", "gpu_indices", "job_user", "job_users", "jobs_as_service_user", "policy",
     "policy_options", "decision_budget_ms", "decide_in", "decide_nice", "forecast_budget_s",
     "period_s", "poll_s", "grace_s", "max_body_bytes", "auth_max_failures", "auth_window_s",
-    "public_url", "priority_weights", "learn", "replan_deviation", "quotas", "max_retries",
+    "public_url", "priority_weights", "learn", "replan_deviation", "forecast_spread", "quotas",
+    "max_retries",
     "max_upload_bytes", "max_upload_bytes_per_user", "upload_ttl_s", "allowed_roots",
     "trusted_proxies",
     "log_progress_posts")
@@ -93,6 +94,9 @@ class ServiceConfig:
         DEFAULT_PRIORITY_WEIGHTS))
     learn: bool = True
     replan_deviation: float = 0.1
+    # each job's speed is believed within this share until its reports say how much it
+    # varies: its forecast's range (None: no range)
+    forecast_spread: float | None = 0.1
     quotas: Quotas = field(default_factory=Quotas)  # per-user limits (quotas.py)
     max_retries: int = 3  # restarts from the checkpoint after a run is killed (OOM, signal)
     max_upload_bytes: int = 100 * 1024 * 1024  # a working folder sent with a job (gzipped)
@@ -251,6 +255,7 @@ def read_service_config(path: str | Path) -> ServiceConfig:
         public_url=(doc.get("public_url") and text("public_url", "").rstrip("/")) or None,
         priority_weights=weights, learn=_flag(doc, "learn", True),
         replan_deviation=doc.number("replan_deviation", default=0.1, positive=True),
+        forecast_spread=doc.number_or_none("forecast_spread", default=0.1, minimum=0.0),
         quotas=_quotas(doc),
         max_retries=int(doc.number("max_retries", default=3, minimum=0)),
         max_upload_bytes=int(doc.number("max_upload_bytes", default=100 * 1024 * 1024,

@@ -70,6 +70,8 @@ class JobRow(Base):
     speed_factor: Mapped[float] = mapped_column(Float, default=1.0)
     # learned start-up (s) of its runs, None until one reported (migration 0006)
     startup_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # learned spread of its speed (a share), None until three report pairs (migration 0006)
+    speed_spread: Mapped[float | None] = mapped_column(Float, nullable=True)
     # the client's Idempotency-Key: a retried submission returns this job (unique per owner)
     idempotency_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
     # per-job controls (migration 0004)

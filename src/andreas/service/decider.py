@@ -21,18 +21,23 @@ import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import replace
 from typing import Any, Protocol
+
+import numpy as np
 
 from ..model import Job, Profiles
 from ..policies import Policy, make_policy, pinning
+from ..policies.arrivals import ArrivalLog
 from ..policies.base import JobView, Snapshot
 from ..policies.decision import Decision
 from ..policies.registry import options_for
+from ..policies.steps.forward_check import sample_arrivals, with_profiles_of
 from ..policies.steps.pipeline import holds_off
-from ..sim.forecast import ForeseenDecision, JobForecast, forecast
+from ..sim.forecast import ForeseenDecision, JobForecast, forecast, forecast_range
 from .quotas import ServiceLimits, limited
 
 log = logging.getLogger("andreas.service")
@@ -73,10 +78,11 @@ class Decider(Protocol):
     def decide(self, snapshot: Snapshot, limits: ServiceLimits | None = None) -> Mapping: ...
 
     def forecast(self, snapshot: Snapshot, plan: Mapping, wake: float | None,
-                 limits: ServiceLimits | None = None) -> Forecast: ...
+                 limits: ServiceLimits | None = None,
+                 spread: Mapping[str, float] | None = None) -> Forecast: ...
 
-    def what_if(self, snapshot: Snapshot, job_id: str,
-                limits: ServiceLimits | None = None) -> JobForecast: ...
+    def what_if(self, snapshot: Snapshot, job_id: str, limits: ServiceLimits | None = None,
+                spread: Mapping[str, float] | None = None) -> JobForecast: ...
 
     def warm_up(self, snapshot: Snapshot) -> None: ...
 
@@ -90,19 +96,51 @@ class Worker:
                  forecast_budget_s: float | None = None) -> None:
         self.policy, self.name, self.options = policy, name, dict(options)
         self.forecast_budget_s = forecast_budget_s
+        self.arrivals = ArrivalLog()  # the jobs seen: the late bound samples arrivals from it
 
-    def _run_forecast(self, snapshot: Snapshot, plan: Mapping, policy: Policy,
-                      decisions: list[ForeseenDecision] | None = None) -> dict:
-        """`forecast`, stopped with ForecastCut past the time budget."""
+    def _past_budget(self, snapshot: Snapshot) -> Callable[[], None] | None:
+        """A check that raises ForecastCut once the time budget from now is spent."""
         budget = self.forecast_budget_s
-        deadline = time.monotonic() + (budget or 0.0)
+        if not budget:
+            return None
+        deadline = time.monotonic() + budget
 
         def past_budget() -> None:
             if time.monotonic() > deadline:
                 raise ForecastCut(f"the forecast of {len(snapshot.jobs)} queued jobs was "
                                   f"stopped after {budget:g} s (forecast_budget_s)")
-        return forecast(snapshot, plan, policy,
-                        decisions=decisions, on_event=past_budget if budget else None)
+        return past_budget
+
+    def _run_forecast(self, snapshot: Snapshot, plan: Mapping, policy: Policy,
+                      decisions: list[ForeseenDecision] | None = None) -> dict:
+        """`forecast`, stopped with ForecastCut past the time budget."""
+        return forecast(snapshot, plan, policy, decisions=decisions,
+                        on_event=self._past_budget(snapshot))
+
+    def _with_range(self, snapshot: Snapshot, plan: Mapping, limits: ServiceLimits | None,
+                    predicted: dict[str, JobForecast], spread: Mapping[str, float] | None,
+                    ) -> dict[str, JobForecast]:
+        """`predicted`, each job's forecast with its range (`forecast_range`: every job
+        `spread` faster, or slower with arrivals sampled from the jobs seen, at the rate
+        seen); as it was where the range's forecasts pass the time budget."""
+        if not spread or not predicted:
+            return predicted
+        self.arrivals.observe(snapshot)
+        horizon = max(f.completion for f in predicted.values()) - snapshot.time
+        arrivals = sample_arrivals(snapshot, self.arrivals, horizon,
+                                   np.random.default_rng(int(snapshot.time) % 2**32))
+        try:  # (a sampled arrival may copy a finished job: its profile comes along)
+            ranges = forecast_range(
+                with_profiles_of(snapshot, self.arrivals, [arrivals]), plan,
+                lambda: limited(forecast_policy(self.name, self.options, len(snapshot.jobs)),
+                                limits),
+                predicted, spread, arrivals, on_event=self._past_budget(snapshot))
+        except ForecastCut:
+            return predicted
+        except Exception:  # the forecast itself stands: a range is an extra
+            log.exception("the forecast's range failed; the forecast is shown without one")
+            return predicted
+        return {j: replace(f, range=ranges.get(j)) for j, f in predicted.items()}
 
     def decide(self, snapshot: Snapshot, limits: ServiceLimits | None = None) -> Mapping:
         """The policy's decision, keeping to the service's `limits` (quotas.WithinLimits)."""
@@ -111,20 +149,27 @@ class Worker:
         return pinning.decide(limited(self.policy, limits), snapshot)
 
     def forecast(self, snapshot: Snapshot, plan: Mapping, wake: float | None,
-                 limits: ServiceLimits | None = None) -> Forecast:
+                 limits: ServiceLimits | None = None,
+                 spread: Mapping[str, float] | None = None) -> Forecast:
         """The rest of the queue under `plan` (which holds jobs back until `wake`, if set),
-        and the later decisions the forecast made, each keeping to `limits` too."""
+        and the later decisions the forecast made, each keeping to `limits` too; with
+        `spread` (job -> share), each job's forecast carries its range."""
         foreseen: list[ForeseenDecision] = []
         timed = plan if wake is None else Decision(dict(plan), wake)
         policy = limited(forecast_policy(self.name, self.options, len(snapshot.jobs)), limits)
         predicted = self._run_forecast(snapshot, timed, policy, foreseen)
+        predicted = self._with_range(snapshot, timed, limits, predicted, spread)
         return predicted, foreseen[:FORESEEN_KEPT]
 
-    def what_if(self, snapshot: Snapshot, job_id: str,
-                limits: ServiceLimits | None = None) -> JobForecast:
-        """The forecast of `job_id` under the decision the next tick would make, made now."""
+    def what_if(self, snapshot: Snapshot, job_id: str, limits: ServiceLimits | None = None,
+                spread: Mapping[str, float] | None = None) -> JobForecast:
+        """The forecast of `job_id` under the decision the next tick would make, made now
+        (with its range, given `spread`)."""
         policy = limited(forecast_policy(self.name, self.options, len(snapshot.jobs)), limits)
-        return self._run_forecast(snapshot, pinning.decide(policy, snapshot), policy)[job_id]
+        plan = pinning.decide(policy, snapshot)
+        predicted = self._with_range(snapshot, plan, limits,
+                                     self._run_forecast(snapshot, plan, policy), spread)
+        return predicted[job_id]
 
     def warm_up(self, snapshot: Snapshot) -> None:
         """Decide and forecast once on a made-up job, so that loading the policy's compiled
@@ -212,12 +257,13 @@ class ProcessDecider:
         return self._run("decide", snapshot, limits)
 
     def forecast(self, snapshot: Snapshot, plan: Mapping, wake: float | None,
-                 limits: ServiceLimits | None = None) -> Forecast:
-        return self._run("forecast", snapshot, plan, wake, limits)
+                 limits: ServiceLimits | None = None,
+                 spread: Mapping[str, float] | None = None) -> Forecast:
+        return self._run("forecast", snapshot, plan, wake, limits, spread)
 
-    def what_if(self, snapshot: Snapshot, job_id: str,
-                limits: ServiceLimits | None = None) -> JobForecast:
-        return self._run("what_if", snapshot, job_id, limits)
+    def what_if(self, snapshot: Snapshot, job_id: str, limits: ServiceLimits | None = None,
+                spread: Mapping[str, float] | None = None) -> JobForecast:
+        return self._run("what_if", snapshot, job_id, limits, spread)
 
     def warm_up(self, snapshot: Snapshot) -> None:
         """Start the worker and warm it up, before the service answers its first request:

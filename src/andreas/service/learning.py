@@ -75,3 +75,27 @@ def startup_s(runs: Sequence[RunStart], reports: Sequence[Report],
     if not measured:
         return None
     return min(STARTUP_BOUNDS[1], max(STARTUP_BOUNDS[0], sum(measured) / len(measured)))
+
+
+def speed_spread(reports: Sequence[Report], profiled_spe: Mapping[int, float | None],
+                 ) -> float | None:
+    """How much the job's speed varies: the standard deviation of measured / profiled time
+    over its consecutive report pairs, as a share of their mean; None until there are three
+    pairs. Forecast ranges (`sim.forecast.forecast_range`) take each job this much faster
+    and slower."""
+    ratios = []
+    previous: Report | None = None
+    for report in reports:
+        if previous is not None and previous.run_id == report.run_id:
+            d_epochs = report.epochs_done - previous.epochs_done
+            spe = profiled_spe.get(report.run_id)
+            if d_epochs > 0 and spe:
+                ratios.append((report.time - previous.time) / (d_epochs * spe))
+        previous = report
+    if len(ratios) < 3:
+        return None
+    mean = sum(ratios) / len(ratios)
+    if mean <= 0:
+        return None
+    var = sum((r - mean) ** 2 for r in ratios) / (len(ratios) - 1)
+    return min(1.0, var ** 0.5 / mean)

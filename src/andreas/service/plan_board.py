@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable
 
 from prometheus_client import Histogram
 
@@ -47,9 +47,13 @@ def forecast_entry(planned_at: float, f: JobForecast, carbon_price: float = 0.0)
     policies see it, whose energy price includes `carbon_price` (EUR/t) times the intensity:
     the carbon charge is split back out of the energy cost here."""
     carbon = carbon_price * (f.emissions_kg or 0.0) / 1000.0
-    entry = {"planned_at": planned_at, "start": f.start, "completion": f.completion,
-             "energy_cost": f.energy_cost - carbon, "tardiness_cost": f.tardiness_cost,
-             "total_cost": f.total_cost}
+    entry: dict[str, Any] = {
+        "planned_at": planned_at, "start": f.start, "completion": f.completion,
+        "energy_cost": f.energy_cost - carbon, "tardiness_cost": f.tardiness_cost,
+        "total_cost": f.total_cost}
+    if f.range is not None:  # how sure it is: the early and late bounds (forecast_range)
+        entry["completion_range"] = list(f.range.completion)
+        entry["total_cost_range"] = list(f.range.total_cost)
     if f.emissions_kg is not None:  # the cluster gives the grid's intensity
         entry["emissions_kg"] = f.emissions_kg
         if carbon_price:

@@ -147,19 +147,22 @@ class Planner:
         """The limits of a decision: these owners and drained nodes, the configured quotas."""
         return ServiceLimits(dict(owners), self.quotas, frozenset(drained))
 
-    def forecast(self, snapshot: Snapshot, proposal: Proposal) -> dict[str, JobForecast]:
+    def forecast(self, snapshot: Snapshot, proposal: Proposal,
+                 spread: Mapping[str, float] | None = None) -> dict[str, JobForecast]:
         """The rest of the queue under the proposal's plan (which holds jobs back until its
         revisit time, if set), later decisions within its limits; those decisions are kept in
-        `foreseen`. A forecast stopped at its time budget gives none (the predictions shown
-        stay the older ones)."""
+        `foreseen`. With `spread` (job -> share of its speed), each job's forecast carries its
+        range. A forecast stopped at its time budget gives none (the predictions shown stay
+        the older ones)."""
         predicted, self.foreseen = self._forecast(
             snapshot, proposal.plan, proposal.revisit_at,
-            proposal.limits if proposal.limits.bind else None)
+            proposal.limits if proposal.limits.bind else None, spread)
         return predicted
 
-    def what_if(self, snapshot: Snapshot, job_id: str, limits: ServiceLimits) -> JobForecast:
+    def what_if(self, snapshot: Snapshot, job_id: str, limits: ServiceLimits,
+                spread: Mapping[str, float] | None = None) -> JobForecast:
         """The forecast of `job_id`, one of the snapshot's jobs, under a decision made now."""
-        return self.decider.what_if(snapshot, job_id, limits if limits.bind else None)
+        return self.decider.what_if(snapshot, job_id, limits if limits.bind else None, spread)
 
     def foreseen_plan(self, snapshot: Snapshot, reasons: list[str]) -> Mapping | None:
         """Keep to the plan the last forecast made for this moment, when what happened is what
@@ -213,10 +216,10 @@ class Planner:
         return max(blamed, key=lambda v: (v.job.submit_time, snapshot.jobs.index(v))).job_id
 
     def _forecast(self, snapshot: Snapshot, plan: Mapping, wake: float | None,
-                  limits: ServiceLimits | None
+                  limits: ServiceLimits | None, spread: Mapping[str, float] | None = None
                   ) -> tuple[dict[str, JobForecast], list[ForeseenDecision]]:
         try:
-            predicted, foreseen = self.decider.forecast(snapshot, plan, wake, limits)
+            predicted, foreseen = self.decider.forecast(snapshot, plan, wake, limits, spread)
         except ForecastCut as cut:  # the plan stands; the predictions shown are older ones
             if self.forecast_cut is None:
                 log.warning("%s; the predictions shown are older ones", cut)

@@ -25,7 +25,7 @@ from .db import JobRow, ProgressRow, RunRow
 from .events import event
 from .folders import FolderRefused, refused_write
 from .job_accounts import JobAccounts, read_job_file
-from .learning import speed_factor, startup_s
+from .learning import speed_factor, speed_spread, startup_s
 from .snapshots import DONE_EPS, job_configs
 from .states import CANCELLED_MESSAGE, JobState, RunEnd, RunState, after_run
 from .store import Store, hash_token, must_get, new_token
@@ -125,8 +125,9 @@ class Runs:
         s.flush()
         base = job_configs(self.config, job, learned=False)
         reports, runs = run_rows.progress_reports(s, job.id), run_rows.runs_of(s, job.id)
-        factor = speed_factor(reports, {r.id: base.get((r.gpu_type, len(r.gpu_indices)))
-                                        for r in runs})
+        profiled = {r.id: base.get((r.gpu_type, len(r.gpu_indices))) for r in runs}
+        factor = speed_factor(reports, profiled)
+        job.speed_spread = speed_spread(reports, profiled)
         # its start-up, from each run's first report at the speed learned so far
         speed = job.speed_factor if factor is None else factor
         job.startup_s = startup_s(runs, reports, {

@@ -163,8 +163,10 @@ class Scheduler:
             if job_id not in running or (job_id, running[job_id].id) in changed:
                 self.runs.start(job_id, assignment)
         predicted = proposal.predicted
-        if predicted is None:
-            predicted = self.planner.forecast(read.snapshot, proposal)
+        if predicted is None or (read.spread and predicted
+                                 and all(f.range is None for f in predicted.values())):
+            # (a forecast made to weigh a switch has no range: made again, with one)
+            predicted = self.planner.forecast(read.snapshot, proposal, read.spread)
         self._publish(read, proposal, predicted, reasons)
 
     def _decide_without_culprits(self, read: SnapshotRead, reasons: list[str]
@@ -243,7 +245,9 @@ class Scheduler:
             {**known.startup, key: job_startup(self.config, job)}),
             jobs=(*read.snapshot.jobs, view))
         owners = {**read.owners, job.id: owner}
+        spread = (None if self.config.forecast_spread is None
+                  else {**read.spread, job.id: self.config.forecast_spread})
         return self.planner.what_if(snapshot, job.id,
-                                    self.planner.limits(owners, set(read.drained)))
+                                    self.planner.limits(owners, set(read.drained)), spread)
 
 

@@ -9,7 +9,7 @@ what-if forecasts (from request threads) may call it at the same time.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from ..catalogue import canonical_gpu
@@ -36,6 +36,9 @@ class SnapshotRead:
     owners: dict[str, str]
     drained: frozenset[str]
     drained_out: dict[str, str]
+    # how much each job's speed may vary (a share): learned, else `forecast_spread`; empty
+    # when forecasts carry no range
+    spread: dict[str, float] = field(default_factory=dict)
 
 
 def cluster_of(config: ServiceConfig, executor: Executor, planned: bool = False) -> Cluster:
@@ -111,6 +114,7 @@ def read_snapshot(store: Store, executor: Executor, config: ServiceConfig,
     views, table, running = [], {}, {}
     power: dict[str, dict[tuple[str, int], float]] = {}
     startups: dict[str, dict[tuple[str, int], float]] = {}
+    spread: dict[str, float] = {}
     known = {n.name for n in cluster.nodes}
     with store.session() as s:  # read, then let go of, before building the views
         jobs = queue_rows.active_jobs(s)
@@ -132,6 +136,9 @@ def read_snapshot(store: Store, executor: Executor, config: ServiceConfig,
             # a run that resumes from the checkpoint ends it; planned as one epoch, it would
             # otherwise never be started again
             remaining = min(1.0, float(job.epochs))
+        if config.forecast_spread is not None:
+            spread[job.id] = (config.forecast_spread if job.speed_spread is None
+                              else job.speed_spread)
         key = profile_key(job)
         if key not in table:
             table[key] = job_configs(config, job)
@@ -160,7 +167,7 @@ def read_snapshot(store: Store, executor: Executor, config: ServiceConfig,
     # loading data): the holds, the plan and the forecast all count it
     snapshot = Snapshot(now, cluster, Profiles(table, power=power, startup=startups),
                         tuple(views), first_start_overhead=True)
-    return SnapshotRead(snapshot, running, owners, drained, drained_out)
+    return SnapshotRead(snapshot, running, owners, drained, drained_out, spread)
 
 
 def _drained_offer_held_gpus(cluster: Cluster, views: list[JobView],

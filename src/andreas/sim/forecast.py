@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from ..model import Job, Scenario
+from ..model import Job, Profiles, Scenario
 from ..policies.base import JobView, Plan, Policy, Snapshot, revisit_at
 from ..policies.decision import Decision
 from .engine import Simulator
@@ -27,6 +27,15 @@ class ForeseenDecision:
 
 
 @dataclass(frozen=True)
+class ForecastRange:
+    """How sure a job's forecast is: its completion and its cost (EUR) in the early and the
+    late bound forecasts (`forecast_range`), each widened to hold the forecast itself."""
+
+    completion: tuple[float, float]
+    total_cost: tuple[float, float]
+
+
+@dataclass(frozen=True)
 class JobForecast:
     job_id: str
     start: float | None  # when it (re)starts under the plan; None if it already runs
@@ -34,6 +43,7 @@ class JobForecast:
     energy_cost: float
     tardiness_cost: float
     emissions_kg: float | None = None  # with the grid's intensity (Cluster.carbon)
+    range: ForecastRange | None = None  # how sure it is (forecast_range), where computed
 
     @property
     def total_cost(self) -> float:
@@ -90,6 +100,50 @@ def forecast(snapshot: Snapshot, plan: Plan, policy: Policy, *,
     return out
 
 
+def at_speeds(snapshot: Snapshot, factors: Mapping[str, float]) -> Snapshot:
+    """`snapshot` with each job's seconds per epoch times `factors[job_id]` (1 if absent): each
+    job on a profile of its own (`~job_id`), its power limits, own draws and start-ups kept."""
+    profiles = snapshot.profiles
+    table = dict(profiles.table)
+    levels, power, startup = dict(profiles.levels), dict(profiles.power), dict(profiles.startup)
+    views = []
+    for view in snapshot.jobs:
+        name, key = view.job.profile, f"~{view.job_id}"
+        factor = factors.get(view.job_id, 1.0)
+        table[key] = {c: spe * factor for c, spe in profiles.configs(name).items()}
+        if name in profiles.levels:
+            levels[key] = {c: tuple(replace(lv, seconds_per_epoch=lv.seconds_per_epoch * factor)
+                                    for lv in ls) for c, ls in profiles.levels[name].items()}
+        for own, given in ((power, profiles.power), (startup, profiles.startup)):
+            if name in given:
+                own[key] = dict(given[name])
+        views.append(JobView(replace(view.job, profile=key), view.remaining_epochs,
+                             view.assignment, view.started, view.restart_remaining_s))
+    return replace(snapshot, profiles=Profiles(table, levels, power, startup),
+                   jobs=tuple(views))
+
+
+def forecast_range(snapshot: Snapshot, plan: Plan, policy: Callable[[], Policy],
+                   predicted: Mapping[str, JobForecast], spread: Mapping[str, float],
+                   arrivals: tuple[Job, ...] = (),
+                   on_event: Callable[[], None] | None = None) -> dict[str, ForecastRange]:
+    """Each job's forecast range: an early bound, every job `spread[job_id]` (a share) faster
+    than believed and no arrival, and a late bound, every job that much slower and the
+    sampled `arrivals` competing for the GPUs (the same plan now, later decisions by fresh
+    `policy()` copies). A job's range holds both bounds and `predicted` (its forecast):
+    under a policy that re-plans, a faster job can end later (another's plan changed)."""
+    early = forecast(at_speeds(snapshot, {j: 1.0 - min(0.9, s) for j, s in spread.items()}),
+                     plan, policy(), on_event=on_event)
+    late = forecast(at_speeds(snapshot, {j: 1.0 + s for j, s in spread.items()}), plan,
+                    policy(), arrivals=arrivals, on_event=on_event)
+    out = {}
+    for job_id, f in predicted.items():
+        done = [f.completion] + [b[job_id].completion for b in (early, late) if job_id in b]
+        cost = [f.total_cost] + [b[job_id].total_cost for b in (early, late) if job_id in b]
+        out[job_id] = ForecastRange((min(done), max(done)), (min(cost), max(cost)))
+    return out
+
+
 def _shifted(plan: Mapping, now: float) -> Decision:
     """A foreseen plan on the live clock (the forecast runs on times relative to now), its
     revisit time and the times its reasons name shifted too."""
@@ -100,4 +154,5 @@ def _shifted(plan: Mapping, now: float) -> Decision:
     return Decision(decision, None if wake is None else now + wake, reasons)
 
 
-__all__ = ["ForeseenDecision", "JobForecast", "forecast", "Job"]
+__all__ = ["ForeseenDecision", "ForecastRange", "JobForecast", "at_speeds", "forecast",
+           "forecast_range", "Job"]

@@ -307,6 +307,10 @@ async def submit(request: Request):
             forecast = {"start": iso(f.start or row.submitted_at), "end": iso(f.completion),
                         "cost": f.total_cost, "due": iso(row.due_date),
                         "on_time": f.completion <= row.due_date + 1e-6}
+            if f.range is not None:  # how sure it is (sim.forecast.forecast_range)
+                forecast.update(end_early=iso(f.range.completion[0]),
+                                end_late=iso(f.range.completion[1]),
+                                cost_low=f.range.total_cost[0], cost_high=f.range.total_cost[1])
             return page(request, "submit.html", user, token, form=form, forecast=forecast,
                         error="", profiles=profiles)
         job = (await accept(svc, [row], user))[0][0]

@@ -576,28 +576,21 @@ def read_profiles(path: Path, cluster: Cluster) -> Profiles:
             raise ScenarioError(path, "expected a profile name", line=line, field="profile")
         config = (gpu_type, gpus)
         limited = bool(row["power_limit_w"])
-        if row[OWN_POWER_COLUMN]:
+        for column, found, low, what, instead in (
+                (OWN_POWER_COLUMN, power, 0.0, "the draw of each GPU in watts, a number > 0",
+                 "gives its draw per GPU in gpu_power_w"),
+                (STARTUP_COLUMN, startup, None, "the start-up in seconds, a number >= 0",
+                 "takes the cluster's restart_overhead_s")):
+            if not row[column]:
+                continue
             if limited:
-                raise ScenarioError(path, "a row with a power limit gives its draw per GPU in "
-                                    "gpu_power_w; leave power_w empty", line=line,
-                                    field=OWN_POWER_COLUMN)
-            own = _float(path, line, OWN_POWER_COLUMN, row[OWN_POWER_COLUMN])
-            if not 0 < own < math.inf:
-                raise ScenarioError(path, f"expected the draw of each GPU in watts, a number "
-                                    f"> 0, got {row[OWN_POWER_COLUMN]}", line=line,
-                                    field=OWN_POWER_COLUMN)
-            power.setdefault(row["profile"], {})[config] = own
-        if row[STARTUP_COLUMN]:
-            if limited:
-                raise ScenarioError(path, "a row with a power limit takes the cluster's "
-                                    "restart_overhead_s; leave startup_s empty", line=line,
-                                    field=STARTUP_COLUMN)
-            seconds = _float(path, line, STARTUP_COLUMN, row[STARTUP_COLUMN])
-            if seconds < 0:
-                raise ScenarioError(path, f"expected the start-up in seconds, a number >= 0, "
-                                    f"got {row[STARTUP_COLUMN]}", line=line,
-                                    field=STARTUP_COLUMN)
-            startup.setdefault(row["profile"], {})[config] = seconds
+                raise ScenarioError(path, f"a row with a power limit {instead}; leave {column} "
+                                    f"empty", line=line, field=column)
+            value = _float(path, line, column, row[column])
+            if value < 0 or value == low:
+                raise ScenarioError(path, f"expected {what}, got {row[column]}", line=line,
+                                    field=column)
+            found.setdefault(row["profile"], {})[config] = value
         seen = first_line.setdefault((row["profile"], config), (line, limited))
         if seen[1] != limited:
             raise ScenarioError(path, f"({row['profile']}, {gpu_type}, {gpus}) mixes rows with and "

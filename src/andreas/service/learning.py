@@ -13,7 +13,7 @@ it ran on). The scheduler replans when the factor moves by more than `replan_dev
 
 from __future__ import annotations
 
-from typing import Mapping, Protocol, Sequence
+from typing import Iterator, Mapping, Protocol, Sequence
 
 FACTOR_BOUNDS = (1e-3, 1e3)
 """A learned factor is believed within these: the reports come from the job itself, and a job
@@ -27,20 +27,28 @@ class Report(Protocol):
     epochs_done: float
 
 
-def speed_factor(reports: Sequence[Report], profiled_spe: Mapping[int, float | None],
-                 ) -> float | None:
-    """Measured / profiled time over consecutive reports of the same run; None until there
-    is at least one such pair with progress."""
-    measured = profiled = 0.0
+def _pairs(reports: Sequence[Report], profiled_spe: Mapping[int, float | None]
+           ) -> Iterator[tuple[float, float]]:
+    """(measured seconds, profiled seconds) over each pair of consecutive reports of one run
+    that made progress on a configuration with a profiled speed."""
     previous: Report | None = None
     for report in reports:
         if previous is not None and previous.run_id == report.run_id:
             d_epochs = report.epochs_done - previous.epochs_done
             spe = profiled_spe.get(report.run_id)
             if d_epochs > 0 and spe:
-                measured += report.time - previous.time
-                profiled += d_epochs * spe
+                yield report.time - previous.time, d_epochs * spe
         previous = report
+
+
+def speed_factor(reports: Sequence[Report], profiled_spe: Mapping[int, float | None],
+                 ) -> float | None:
+    """Measured / profiled time over consecutive reports of the same run; None until there
+    is at least one such pair with progress."""
+    measured = profiled = 0.0
+    for dt, expected in _pairs(reports, profiled_spe):
+        measured += dt
+        profiled += expected
     if profiled <= 0 or measured <= 0:
         return None
     return min(FACTOR_BOUNDS[1], max(FACTOR_BOUNDS[0], measured / profiled))
@@ -83,15 +91,7 @@ def speed_spread(reports: Sequence[Report], profiled_spe: Mapping[int, float | N
     over its consecutive report pairs, as a share of their mean; None until there are three
     pairs. Forecast ranges (`sim.forecast.forecast_range`) take each job this much faster
     and slower."""
-    ratios = []
-    previous: Report | None = None
-    for report in reports:
-        if previous is not None and previous.run_id == report.run_id:
-            d_epochs = report.epochs_done - previous.epochs_done
-            spe = profiled_spe.get(report.run_id)
-            if d_epochs > 0 and spe:
-                ratios.append((report.time - previous.time) / (d_epochs * spe))
-        previous = report
+    ratios = [dt / expected for dt, expected in _pairs(reports, profiled_spe)]
     if len(ratios) < 3:
         return None
     mean = sum(ratios) / len(ratios)

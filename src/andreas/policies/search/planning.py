@@ -10,6 +10,7 @@ cluster and shared read-only by its decisions.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from operator import attrgetter
@@ -113,25 +114,35 @@ class CandidateTable:
                    own_watts(ctx, o_ct, o_cg, nc), own_overheads(ctx, o_ct, o_cg, nc))
 
 
-def own_watts(ctx: "PlanningContext", ct: np.ndarray, cg: np.ndarray,
-              nc: np.ndarray) -> np.ndarray:
-    """[J, C]: the watts each candidate draws above the power table's share, where the job's
-    profile gives its own draw (`cost.own_power_saved_w`); [J, 0] when no job's does."""
-    power = ctx.profiles.power
-    J = len(ctx.views)
-    if not power or not any(v.job.profile in power for v in ctx.views):
-        return np.zeros((J, 0))
-    cw = np.zeros(ct.shape)
-    names, kinds = ctx.type_names, ctx.cluster.gpu_types
+def per_candidate(ctx: "PlanningContext", given: Mapping[str, Mapping[tuple[str, int], float]],
+                  ct: np.ndarray, cg: np.ndarray, nc: np.ndarray, fill: float,
+                  value: Callable[[tuple[str, int], float], float]) -> np.ndarray | None:
+    """[J, C]: `value(config, x)` for each candidate whose job's profile gives `x` for its
+    configuration in `given` (profile -> configuration -> x), `fill` for the others; None
+    when no job's profile is in `given` (the common case, at no cost)."""
+    if not given or not any(v.job.profile in given for v in ctx.views):
+        return None
+    out = np.full(ct.shape, fill)
+    names = ctx.type_names
     for j, view in enumerate(ctx.views):
-        own = power.get(view.job.profile)
+        own = given.get(view.job.profile)
         if not own:
             continue
         for c in range(int(nc[j])):
             config = (names[ct[j, c]], int(cg[j, c]))
             if config in own:
-                cw[j, c] = -own_power_saved_w(kinds[config[0]], config[1], own[config])
-    return cw
+                out[j, c] = value(config, own[config])
+    return out
+
+
+def own_watts(ctx: "PlanningContext", ct: np.ndarray, cg: np.ndarray,
+              nc: np.ndarray) -> np.ndarray:
+    """[J, C]: the watts each candidate draws above the power table's share, where the job's
+    profile gives its own draw (`cost.own_power_saved_w`); [J, 0] when no job's does."""
+    kinds = ctx.cluster.gpu_types
+    cw = per_candidate(ctx, ctx.profiles.power, ct, cg, nc, 0.0, lambda config, watts:
+                       -own_power_saved_w(kinds[config[0]], config[1], watts))
+    return np.zeros((len(ctx.views), 0)) if cw is None else cw
 
 
 def restart_overheads(p_restart: np.ndarray, cluster_s: float, plan_restart_s: float
@@ -146,20 +157,8 @@ def own_overheads(ctx: "PlanningContext", ct: np.ndarray, cg: np.ndarray,
                   nc: np.ndarray) -> np.ndarray | None:
     """[J, C]: each candidate's restart overhead (`restart_overheads`), in the table's order;
     None when no job's profile gives its own start-up (then `ctx.overhead` holds for all)."""
-    startup = ctx.profiles.startup
-    if not startup or not any(v.job.profile in startup for v in ctx.views):
-        return None
-    cover = np.full(ct.shape, ctx.overhead)
-    names = ctx.type_names
-    for j, view in enumerate(ctx.views):
-        own = startup.get(view.job.profile)
-        if not own:
-            continue
-        for c in range(int(nc[j])):
-            config = (names[ct[j, c]], int(cg[j, c]))
-            if config in own:
-                cover[j, c] = max(own[config], ctx.plan_restart_s)
-    return cover
+    return per_candidate(ctx, ctx.profiles.startup, ct, cg, nc, ctx.overhead,
+                         lambda config, seconds: max(seconds, ctx.plan_restart_s))
 
 
 class PlanningContext:

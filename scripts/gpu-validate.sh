@@ -3,6 +3,7 @@
 # six minutes (at most eight):
 #
 #   scripts/gpu-validate.sh [OUT]          # default OUT: gpu-validation
+#   SEEDS="1 2 3" scripts/gpu-validate.sh  # three seeds on one set of profiles (below)
 #
 # It runs `andreas validate --gpu`: profiles the PyTorch example at three widths on one GPU
 # (seconds per epoch and board power), serves a seeded workload of JOBS jobs (default 10) on all
@@ -38,5 +39,23 @@ if not torch.cuda.is_available():
     sys.exit("gpu-validate: torch sees no CUDA device")
 print(f"torch {torch.__version__} on {torch.cuda.get_device_name(0)}")
 PY
-timeout "${LIMIT_S:-480}" "$py" -m andreas validate --gpu --jobs "${JOBS:-10}" \
-  --seed "${SEED:-1}" ${QUICK:+--quick} --out "$out"
+# SEEDS="1 2 3": one run per seed, each in OUT/seed-N, the first profiling and the others
+# reusing its profiles (--profiles-from), all within LIMIT_S (default 480 s, one run; 540 s
+# for a list). Without SEEDS, one run of SEED (default 1) in OUT.
+if [ -z "${SEEDS:-}" ]; then
+  timeout "${LIMIT_S:-480}" "$py" -m andreas validate --gpu --jobs "${JOBS:-10}" \
+    --seed "${SEED:-1}" ${QUICK:+--quick} --out "$out"
+  exit 0
+fi
+deadline=$(( $(date +%s) + ${LIMIT_S:-540} ))
+first=""
+for seed in $SEEDS; do
+  left=$(( deadline - $(date +%s) ))
+  if [ "$left" -le 0 ]; then
+    echo "gpu-validate: LIMIT_S spent before seed $seed" >&2
+    exit 124
+  fi
+  timeout "$left" "$py" -m andreas validate --gpu --jobs "${JOBS:-10}" --seed "$seed" \
+    ${QUICK:+--quick} ${first:+--profiles-from "$first"} --out "$out/seed-$seed"
+  first=${first:-$out/seed-$seed/work/profiles-measured.csv}
+done

@@ -114,3 +114,18 @@ def test_restart_power_is_read_checked_and_written_back(tmp_path):
     with pytest.raises(ScenarioError, match=r"restart_power_w.*expected watts >= 0") as caught:
         read_cluster(tmp_path / "cluster.yaml")
     assert "cluster.yaml" in str(caught.value)
+
+
+def test_measurements_read_back_as_written_and_bad_ones_name_the_line(tmp_path):
+    from andreas.measure.profiler import read_measurements
+
+    path = tmp_path / "profiles.csv"
+    written = [_measurement("a", 212.5, 101.25), _measurement("b", None)]
+    write_profiles(path, written)
+    back = read_measurements(path)
+    assert [(m.profile, m.gpus, m.seconds_per_epoch, m.startup_s, m.power_w,
+             m.startup_power_w) for m in back] == [
+        ("a", 1, 0.5, 7.5, 212.5, 101.2), ("b", 1, 0.5, 7.5, None, None)]
+    path.write_text(path.read_text().replace("0.5", "fast", 1))
+    with pytest.raises(AndreasError, match="profiles.csv:2: field 'seconds_per_epoch'"):
+        read_measurements(path)

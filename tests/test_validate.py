@@ -109,5 +109,16 @@ def test_validate_runs_end_to_end_in_reduced_form(tmp_path):
     flags = [j["completion_within_range"] for j in jobs]
     assert all(isinstance(f, bool) for f in flags)  # every first plan gave a range
     assert dist["completions_within_range"] == pytest.approx(sum(flags) / 3)
+    # another seed on these profiles: no profiling (scripts/gpu-validate.sh SEEDS)
+    reused = andreas("validate", "--jobs", 3, "--quick", "--seed", 2, "--out", tmp_path / "v2",
+                     "--profiles-from", out / "work" / "profiles-measured.csv")
+    assert reused.returncode == 0, reused.stderr[-2000:]
+    assert "profiling" not in reused.stderr and "profiles from" in reused.stderr
+    assert (tmp_path / "v2" / "work" / "profiles-measured.csv").read_text() == \
+        (out / "work" / "profiles-measured.csv").read_text()
+    wrong = andreas("validate", "--jobs", 3, "--out", tmp_path / "v3",  # not --quick
+                    "--profiles-from", out / "work" / "profiles-measured.csv")
+    assert wrong.returncode == 2 and "no measurement of mlp-s on big:1" in wrong.stderr
+    assert "Traceback" not in wrong.stderr
     again = andreas("validate", "--jobs", 3, "--quick", "--out", out)
     assert again.returncode == 2 and "not empty" in again.stderr

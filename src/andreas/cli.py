@@ -714,6 +714,9 @@ def validate_cmd(
     gpu: bool = typer.Option(False, "--gpu", help="Run the PyTorch example on this machine's "
                              "NVIDIA GPUs and measure energy with NVML (needs torch with CUDA "
                              "and nvidia-ml-py)."),
+    profiles_from: Path | None = typer.Option(
+        None, "--profiles-from", help="An earlier run's work/profiles-measured.csv: skip "
+        "profiling and use it (seeds compared on the same profiles)."),
 ) -> None:
     """Run a real workload through the live service; compare predicted and measured costs."""
     _service_module("config")  # the service extra must be installed
@@ -723,7 +726,8 @@ def validate_cmd(
         raise AndreasError(f"--policy: unknown policy {policy!r}; expected one of "
                            f"{', '.join(sorted(POLICIES))}")
     spec = ValidationSpec(jobs=jobs, seed=seed, profile_error=profile_error, learn=learn,
-                          quick=quick, policy=policy, script=example_script(gpu), gpu=gpu)
+                          quick=quick, policy=policy, script=example_script(gpu), gpu=gpu,
+                          profiles_from=profiles_from)
     result = run_validation(out, spec, say=lambda text: err.print(text, highlight=False))
     console.print(f"predicted total {result['predicted_total_cost']:.6f} EUR, measured "
                   f"{result['measured_total_cost']:.6f} EUR: deviation "

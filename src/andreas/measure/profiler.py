@@ -212,6 +212,40 @@ def _measure(receiver: ProgressReceiver, launch: _Launch, profile: str,
                        launch.startup_power_w(startup, spe, power))
 
 
+def read_measurements(path: Path) -> list[Measurement]:
+    """The measurements `write_profiles` wrote to `path` (an earlier run's), or a clear error
+    naming the file, line and field."""
+    try:
+        handle = path.open(newline="")
+    except OSError as exc:
+        raise AndreasError(f"{path}: cannot read it ({exc.strerror})") from None
+    out = []
+    with handle:
+        for line, row in enumerate(csv.DictReader(handle), start=2):
+            gpus = int(_number(path, line, row, "gpus"))
+            watts = _number(path, line, row, "power_w", optional=True)
+            out.append(Measurement(
+                row.get("profile") or "", row.get("gpu_type") or "", gpus,
+                _number(path, line, row, "seconds_per_epoch"),
+                _number(path, line, row, "spread_s"),
+                int(_number(path, line, row, "samples")), _number(path, line, row, "startup_s"),
+                None if watts is None else watts * gpus,
+                _number(path, line, row, "startup_power_w", optional=True)))
+    return out
+
+
+def _number(path: Path, line: int, row: dict, field: str, optional: bool = False):
+    """Field `field` of a profiles row as a number (None if empty and `optional`)."""
+    text = (row.get(field) or "").strip()
+    if optional and not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise AndreasError(f"{path}:{line}: field {field!r}: expected a number, got "
+                           f"{text!r}") from None
+
+
 def write_profiles(path: Path, measurements: list[Measurement]) -> None:
     """Merge into `path`: rows for the measured (profile, type, GPUs) are replaced, others
     kept. Written atomically."""

@@ -38,7 +38,7 @@ import numpy as np
 from ..catalogue import canonical_gpu
 from ..errors import AndreasError
 from .nvml import NvmlMeter, gpu_type_name
-from .profiler import Measurement, profile_script, write_profiles
+from .profiler import Measurement, profile_script, read_measurements, write_profiles
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 EXAMPLE = EXAMPLES / "train_numpy.py"
@@ -94,6 +94,9 @@ class ValidationSpec:
     policy: str = "andreas"
     script: Path = EXAMPLE
     gpu: bool = False  # the PyTorch example on NVIDIA GPUs, energy measured by NVML
+    # an earlier run's measured profiles (its work/profiles-measured.csv): no profiling, so
+    # that several seeds compare on the same profiles (scripts/gpu-validate.sh SEEDS)
+    profiles_from: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -166,6 +169,19 @@ def gpu_cluster_yaml(machine: GpuMachine, measurements: list[Measurement], overh
         powers=", ".join(f"{p} {w:.1f} W" for p, w in sorted(powers.items())))
 
 
+def reused_measurements(path: Path, models: dict, configs: list[tuple[str, int]]
+                        ) -> list[Measurement]:
+    """An earlier run's measurements of exactly these models on these configurations."""
+    found = [m for m in read_measurements(path) if m.profile in models]
+    have = {(m.profile, m.gpu_type, m.gpus) for m in found}
+    missing = [f"{p} on {t}:{g}" for p in models for t, g in configs if (p, t, g) not in have]
+    if missing:
+        raise AndreasError(f"--profiles-from {path}: no measurement of {', '.join(missing)}; "
+                           f"use the profiles of a run with the same models (and --gpu, "
+                           f"--quick) as this one")
+    return found
+
+
 def nvml_energy_cost(cluster, joules: float) -> float:
     """EUR for energy NVML measured, at the cluster's (constant) price and PUE."""
     return joules * cluster.eur_per_joule()
@@ -219,9 +235,13 @@ def run_validation(out: Path, spec: ValidationSpec,
         models = QUICK_MODELS if spec.quick else MODELS
         configs = CONFIGS
 
-    # 1. profiles, measured here and now (on GPUs one model at a time, each alone on GPU 0)
+    # 1. profiles, measured here and now (on GPUs one model at a time, each alone on GPU 0),
+    # or an earlier run's
     measurements: list[Measurement] = []
-    for model, args in models.items():
+    if spec.profiles_from is not None:
+        measurements = reused_measurements(spec.profiles_from, models, configs)
+        say(f"profiles from {spec.profiles_from}")
+    for model, args in ({} if measurements else models).items():
         say(f"profiling {model} on {', '.join(f'{t}:{g}' for t, g in configs)}")
         measurements += profile_script(
             [sys.executable, str(spec.script), *args], model, configs,

@@ -179,11 +179,12 @@ def test_an_own_draw_on_a_power_limit_row_is_refused(tmp_path):
 
 @pytest.mark.service
 def test_the_service_plans_and_charges_a_jobs_own_draw(tmp_path):
-    """A job submitted with inline profile rows that give its draw (500 W per GPU on `fast`,
-    whose table adds 300 W per busy GPU over a 100 W base) and its start-up (3 s, where the
-    cluster says 1 s): alone on its node, it is charged 600 W while it trains and the
-    table's 400 W while it starts up, in the forecast made when it was first planned and in
-    its measured cost, run by run, with the start-up its runs showed."""
+    """`fast` adds 300 W per busy GPU over a 100 W base; the cluster's start-up is 1 s. A job
+    of the operator's profile `own` (500 W per GPU, 3 s of start-up in profiles.csv) is
+    forecast and charged 600 W while it trains and the table's 400 W while it starts up. A
+    job whose inline rows say the same is forecast so, but charged by the table and the
+    cluster's start-up: a number a submitter (or a job's own reports, the learned start-up)
+    gives plans, and never lowers what a job is charged."""
     from conftest import train_job, wait_for, write_service_files
     from fastapi.testclient import TestClient
 
@@ -191,30 +192,41 @@ def test_the_service_plans_and_charges_a_jobs_own_draw(tmp_path):
     from andreas.service.config import read_service_config
 
     admin = {"Authorization": "Bearer admin-secret"}
-    config = read_service_config(write_service_files(
-        tmp_path / "svc", nodes="nodes:\n  - {name: n1, gpu_type: fast, gpus: 2}\n"))
+    service = write_service_files(  # one GPU: the jobs run one after the other, each alone
+        tmp_path / "svc", nodes="nodes:\n  - {name: n1, gpu_type: fast, gpus: 1}\n")
+    (service.parent / "profiles.csv").write_text(
+        "profile,gpu_type,gpus,seconds_per_epoch,power_w,startup_s\n"
+        "mlp,fast,1,0.3,,\nown,fast,1,0.3,500,3\n")
+    config = read_service_config(service)
     eur_per_j = 0.2 / 3.6e6
-    body = train_job(4, profile=None, inline_profile=[
-        {"gpu_type": "fast", "gpus": 1, "seconds_per_epoch": 0.3, "power_w": 500,
-         "startup_s": 3.0}])
+    bodies = {"named": train_job(4, profile="own"),
+              "inline": train_job(4, profile=None, inline_profile=[
+                  {"gpu_type": "fast", "gpus": 1, "seconds_per_epoch": 0.3, "power_w": 500,
+                   "startup_s": 3.0}])}
     with TestClient(create_app(config, admin_token="admin-secret")) as client:
-        made = client.post("/jobs", headers=admin, json=body)
-        assert made.status_code == 201, made.text
-        job_id = made.json()["id"]
-        wait_for(lambda: client.get(f"/jobs/{job_id}", headers=admin).json()["state"]
-                 == "completed", timeout=90, what="the job to complete")
-        job = client.get(f"/jobs/{job_id}", headers=admin).json()
-        runs = client.get(f"/jobs/{job_id}/runs", headers=admin).json()
-    # first plan: its own 3 s of start-up (not the cluster's 1 s) at 400 W, then 4 x 0.3 s
-    # at 600 W
-    assert job["predicted"]["energy_cost"] == pytest.approx((400 * 3 + 600 * 1.2) * eur_per_j,
-                                                            rel=1e-6)
-    assert job["predicted"]["completion"] - job["submitted_at"] >= 3 + 1.2 - 1e-6
-    # the start-up its runs showed is learned, and the runs are charged with it
-    learned = job["startup_s"]
-    assert learned is not None and 0.0 <= learned < 60.0
-    joules = 0.0
-    for run in runs:
+        ids = {}
+        for name, body in bodies.items():
+            made = client.post("/jobs", headers=admin, json=body)
+            assert made.status_code == 201, made.text
+            ids[name] = made.json()["id"]
+        wait_for(lambda: all(client.get(f"/jobs/{i}", headers=admin).json()["state"]
+                             == "completed" for i in ids.values()),
+                 timeout=120, what="both jobs to complete")
+        jobs = {n: client.get(f"/jobs/{i}", headers=admin).json() for n, i in ids.items()}
+        runs = {n: client.get(f"/jobs/{i}/runs", headers=admin).json() for n, i in ids.items()}
+    for name, row in jobs.items():
+        # first plan: its own 3 s of start-up (not the cluster's 1 s) at 400 W, then
+        # 4 x 0.3 s at 600 W
+        assert row["predicted"]["energy_cost"] == pytest.approx(
+            (400 * 3 + 600 * 1.2) * eur_per_j, rel=1e-6), name
+        assert row["predicted"]["completion"] - row["submitted_at"] >= 3 + 1.2 - 1e-6
+        assert row["startup_s"] is not None and 0.0 <= row["startup_s"] < 60.0  # learned
+    joules = {"named": 0.0, "inline": 0.0}
+    for run in runs["named"]:  # the operator's start-up and draw
         seconds = run["ended_at"] - run["started_at"]
-        joules += 400 * min(learned, seconds) + 600 * max(0.0, seconds - learned)
-    assert job["measured"]["energy_cost"] == pytest.approx(joules * eur_per_j, rel=1e-9)
+        joules["named"] += 400 * min(3.0, seconds) + 600 * max(0.0, seconds - 3.0)
+    for run in runs["inline"]:  # the table's draw throughout (no restart draw is set)
+        joules["inline"] += 400 * (run["ended_at"] - run["started_at"])
+    for name, row in jobs.items():
+        assert row["measured"]["energy_cost"] == pytest.approx(joules[name] * eur_per_j,
+                                                               rel=1e-9), name

@@ -27,9 +27,9 @@ class Accounting:
                  own_power: Callable[[Any], Mapping[tuple[str, int], float]] = lambda job: {},
                  own_startup: Callable[[Any], Mapping[tuple[str, int], float]] = lambda job: {}
                  ) -> None:
-        """`own_power(job)`: a job's measured draw per GPU by configuration, where its profile
-        gives one (`snapshots.job_power`); its runs are charged that while they train.
-        `own_startup(job)`: its start-up by configuration (`snapshots.job_startup`), which
+        """`own_power(job)`: a job's measured draw per GPU by configuration, where the
+        operator's profile gives one (`snapshots.operator_values`); its runs are charged that
+        while they train. `own_startup(job)`: its start-up by configuration, likewise, which
         its runs begin with instead of the cluster's `restart_overhead_s`."""
         self.store = store
         self.cluster = cluster

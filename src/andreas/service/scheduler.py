@@ -39,6 +39,7 @@ from .snapshots import (
     job_configs,
     job_power,
     job_startup,
+    operator_values,
     read_snapshot,
 )
 from .store import Store
@@ -61,9 +62,12 @@ class Scheduler:
         self.planner = Planner(self.decider, config.policy, config.quotas)
         self.board = board or PlanBoard()
         self.runs = Runs(config, store, executor, self.wake, clock)
-        self.accounting = Accounting(store, lambda: cluster_of(config, executor), clock,
-                                     lambda job: job_power(config, job),
-                                     lambda job: job_startup(config, job))
+        # measured costs take only the operator's own draws and start-ups, never the numbers
+        # a submission or a job's reports gave (those plan and forecast)
+        self.accounting = Accounting(
+            store, lambda: cluster_of(config, executor), clock,
+            lambda job: operator_values(config.profiles.power, job),
+            lambda job: operator_values(config.profiles.startup, job))
         self._reasons: set[str] = {"startup"}
         self._reasons_lock = threading.Lock()
         self._tick_lock = threading.Lock()

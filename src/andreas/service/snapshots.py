@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ..catalogue import canonical_gpu
 from ..executors import Executor
@@ -73,6 +73,17 @@ def job_power(config: ServiceConfig, job: Any) -> dict[tuple[str, int], float]:
     if job.profile_name is None:
         return {}
     return dict(config.profiles.power.get(job.profile_name, {}))
+
+
+def operator_values(values: Mapping[str, Mapping[tuple[str, int], float]],
+                    job: Any) -> dict[tuple[str, int], float]:
+    """`values` (the operator's `profiles.csv` `power_w` or `startup_s`, by profile) for a job
+    of a named profile; nothing for inline rows. What the service's measured costs take: a
+    number the job's submitter or its reports gave plans and forecasts, but never lowers what
+    the job is charged."""
+    if job.inline_profile or job.profile_name is None:
+        return {}
+    return dict(values.get(job.profile_name, {}))
 
 
 def job_startup(config: ServiceConfig, job: Any) -> dict[tuple[str, int], float]:

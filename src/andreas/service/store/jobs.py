@@ -85,8 +85,7 @@ def cost_rows(s: Session) -> tuple[Sequence[Any], Sequence[Any]]:
     that the costs so far are computed from."""
     jobs = s.execute(select(JobRow.id, JobRow.submitted_at, JobRow.due_date, JobRow.weight,
                             JobRow.epochs, JobRow.state, JobRow.completed_at,
-                            JobRow.profile_name, JobRow.inline_profile,
-                            JobRow.startup_s)).all()
+                            JobRow.profile_name, JobRow.inline_profile)).all()
     runs = s.execute(select(RunRow.job_id, RunRow.node, RunRow.gpu_type, RunRow.gpu_indices,
                             RunRow.started_at, RunRow.ended_at, RunRow.epochs_at_start,
                             RunRow.epochs_at_end, RunRow.energy_j)).all()
@@ -98,8 +97,8 @@ def profile_rows(s: Session, job_ids: Iterable[str]) -> Sequence[Any]:
     ids = sorted(set(job_ids))
     if not ids:
         return []
-    return s.execute(select(JobRow.id, JobRow.profile_name, JobRow.inline_profile,
-                            JobRow.startup_s).where(JobRow.id.in_(ids))).all()
+    return s.execute(select(JobRow.id, JobRow.profile_name, JobRow.inline_profile)
+                     .where(JobRow.id.in_(ids))).all()
 
 
 def ping(s: Session) -> None:

@@ -104,3 +104,28 @@ def test_the_start_up_learned_from_first_reports_by_hand():
     # a report before the launch (clock skew, or a hostile job) learns 0, not a negative
     assert startup_s(runs[:1], [report(run_id=1, time=90.0, epochs_done=1.0)],
                      {1: 2.0}) == 0.0
+
+
+def test_the_oddest_values_the_api_accepts_still_plan():
+    """A submission may give 1e5 W per GPU and a day of start-up (the API's bounds), and a
+    job's reports may teach a day of start-up: every policy still decides a valid plan and
+    the forecast ends, for that job and the others."""
+    import math
+
+    from andreas.policies import make_policy
+    from andreas.policies.base import check_plan
+    from andreas.sim.forecast import forecast
+
+    cl = cluster([("n0", "A", 2)], {"A": [300, 500]}, overhead=10.0)
+    profiles = Profiles({"odd": {("A", 1): 1e-3}, "p": {("A", 1): 10.0}},
+                        power={"odd": {("A", 1): 1e5}}, startup={"odd": {("A", 1): 86400.0}})
+    views = (JobView(job("odd", epochs=1, profile="odd"), 1.0, Assignment("n0", 1), True),
+             JobView(job("b", epochs=3), 3.0), JobView(job("c", epochs=3, due=50.0), 3.0))
+    snap = Snapshot(0.0, cl, profiles, views, first_start_overhead=True)
+    for name in ("greedy", "andreas", "andreas-paper", "edf"):
+        plan = make_policy(name, seed=1).decide(snap)
+        check_plan(snap, plan, name)
+        predicted = forecast(snap, plan, make_policy(name, seed=1))
+        assert set(predicted) == {"odd", "b", "c"}
+        assert all(math.isfinite(f.completion) and math.isfinite(f.total_cost)
+                   for f in predicted.values()), name

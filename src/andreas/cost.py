@@ -59,10 +59,14 @@ def own_power_saved_w(kind: GpuType, gpus: int, gpu_power_w: float | None) -> fl
 
 
 def job_saved_w(cluster: Cluster, profiles: Profiles, profile: str, gpu_type: str, gpus: int,
-                limit_w: float | None = None) -> float:
+                limit_w: float | None = None, nodes: int = 1) -> float:
     """Watts a job of `profile` on `gpus` GPUs of `gpu_type` at power limit `limit_w` (None:
     the default) draws below the power table's share while it trains: what its power limit
-    saves plus what its own measured draw differs by (`own_power_saved_w`)."""
+    saves plus what its own measured draw differs by (`own_power_saved_w`). A gang over
+    `nodes` nodes: on each of them (gangs run at the default limit)."""
+    if nodes != 1:
+        return own_power_saved_w(cluster.gpu_types[gpu_type], gpus,
+                                 profiles.gpu_power_w(profile, (gpu_type, gpus, nodes)))
     config = (gpu_type, gpus)
     return (profiles.saved_w(profile, config, limit_w) * gpus
             + own_power_saved_w(cluster.gpu_types[gpu_type], gpus,

@@ -16,7 +16,18 @@ import yaml
 
 from .catalogue import canonical_gpu, gpu_catalogue
 from .errors import ScenarioError
-from .model import CarbonCap, Cluster, GpuType, Job, Node, PowerLevel, Profiles, Scenario, Tariff
+from .model import (
+    CarbonCap,
+    Cluster,
+    GpuType,
+    Job,
+    Node,
+    PowerLevel,
+    Profiles,
+    Scenario,
+    Tariff,
+    config_key,
+)
 
 CLUSTER_FILE = "cluster.yaml"
 PROFILES_FILE = "profiles.csv"
@@ -27,6 +38,8 @@ POWER_LIMIT_COLUMNS = ("power_limit_w", "gpu_power_w")  # optional: see docs/pow
 OWN_POWER_COLUMN = "power_w"
 #: optional: the job's own start-up (s), instead of the cluster's restart_overhead_s
 STARTUP_COLUMN = "startup_s"
+#: optional: nodes of a gang (docs/gangs.md); `gpus` is then per node. Empty or 1: one node
+NODES_COLUMN = "nodes"
 #: what `andreas profile` measured beside the speed: kept in the file, not read by the planner
 #: (`measured_power_w`: older versions' name for the draw, read as a note, not as `power_w`)
 MEASURED_COLUMNS = ("spread_s", "samples", "measured_power_w", "startup_power_w")
@@ -553,11 +566,14 @@ def read_profiles(path: Path, cluster: Cluster) -> Profiles:
     limit is the default (its speed is the configuration's), the others are options."""
     table: dict[str, dict[tuple[str, int], float]] = {}
     levels: dict[str, dict[tuple[str, int], list[PowerLevel]]] = {}
-    power: dict[str, dict[tuple[str, int], float]] = {}
-    startup: dict[str, dict[tuple[str, int], float]] = {}
-    first_line: dict[tuple[str, tuple[str, int]], tuple[int, bool]] = {}
+    power: dict[str, dict[tuple, float]] = {}
+    startup: dict[str, dict[tuple, float]] = {}
+    gangs: dict[str, dict[tuple[str, int, int], float]] = {}
+    first_line: dict[tuple[str, tuple], tuple[int, bool]] = {}
+    config: Any
     for line, row in csv_rows(path, PROFILE_COLUMNS,
-                              optional=POWER_LIMIT_COLUMNS + (OWN_POWER_COLUMN, STARTUP_COLUMN),
+                              optional=POWER_LIMIT_COLUMNS + (OWN_POWER_COLUMN, STARTUP_COLUMN,
+                                                              NODES_COLUMN),
                               strict=True, known=MEASURED_COLUMNS):
         gpu_type = canonical_gpu(row["gpu_type"]) or row["gpu_type"]
         if gpu_type not in cluster.gpu_types:
@@ -574,8 +590,12 @@ def read_profiles(path: Path, cluster: Cluster) -> Profiles:
                                 field="seconds_per_epoch")
         if not row["profile"]:
             raise ScenarioError(path, "expected a profile name", line=line, field="profile")
-        config = (gpu_type, gpus)
+        nodes = _gang_nodes(path, line, row[NODES_COLUMN], cluster, gpu_type, gpus)
+        config = config_key(gpu_type, gpus, nodes)
         limited = bool(row["power_limit_w"])
+        if limited and nodes > 1:
+            raise ScenarioError(path, "a gang runs at the default power limit; give one row "
+                                "without power_limit_w", line=line, field="power_limit_w")
         for column, found, low, what, instead in (
                 (OWN_POWER_COLUMN, power, 0.0, "the draw of each GPU in watts, a number > 0",
                  "gives its draw per GPU in gpu_power_w"),
@@ -599,9 +619,10 @@ def read_profiles(path: Path, cluster: Cluster) -> Profiles:
                                 line=line, field="power_limit_w")
         if not limited:
             if seen[0] != line:
+                what = f"{gpus}" if nodes == 1 else f"{gpus} per node, {nodes} nodes"
                 raise ScenarioError(path, f"duplicate row for ({row['profile']}, {gpu_type}, "
-                                    f"{gpus})", line=line, field="gpus")
-            table.setdefault(row["profile"], {})[config] = spe
+                                    f"{what})", line=line, field="gpus")
+            (gangs if nodes > 1 else table).setdefault(row["profile"], {})[config] = spe
             continue
         limit = _float(path, line, "power_limit_w", row["power_limit_w"])
         if not row["gpu_power_w"]:
@@ -622,7 +643,32 @@ def read_profiles(path: Path, cluster: Cluster) -> Profiles:
             table.setdefault(profile, {})[config] = max(known, key=lambda lv: lv.limit_w) \
                 .seconds_per_epoch
     return Profiles(table, {p: {c: tuple(ls) for c, ls in cs.items()}
-                            for p, cs in levels.items()}, power, startup)
+                            for p, cs in levels.items()}, power, startup, gangs)
+
+
+def _gang_nodes(path: Path, line: int, text: str, cluster: Cluster, gpu_type: str,
+                gpus: int) -> int:
+    """The `nodes` of a profile row (1 when empty); a gang (2 or more) must fit the cluster:
+    its GPUs per node on some node of its type, and enough such nodes."""
+    if not text:
+        return 1
+    nodes = _int(path, line, NODES_COLUMN, text)
+    if nodes < 1:
+        raise ScenarioError(path, f"expected a node count >= 1, got {nodes}", line=line,
+                            field=NODES_COLUMN)
+    if nodes == 1:
+        return 1
+    sizes = [n.gpus for n in cluster.nodes if n.gpu_type == gpu_type]
+    if not any(size >= gpus for size in sizes):
+        raise ScenarioError(path, f"a gang of {gpus} {gpu_type} GPUs per node, but the largest "
+                            f"{gpu_type} node has {max(sizes, default=0)}", line=line,
+                            field="gpus")
+    holding = sum(1 for size in sizes if size >= gpus)
+    if holding < nodes:
+        raise ScenarioError(path, f"a gang over {nodes} nodes, but only {holding} {gpu_type} "
+                            f"node{'s' if holding != 1 else ''} with {gpus} GPUs or more",
+                            line=line, field=NODES_COLUMN)
+    return nodes
 
 
 def feasible_configs(cluster: Cluster, configs: dict[tuple[str, int], float] | Any) -> list:
@@ -664,7 +710,8 @@ def read_workload(path: Path, cluster: Cluster, profiles: Profiles) -> tuple[Job
         if profile not in profiles.table:
             raise ScenarioError(path, f"unknown profile {profile!r}; not in {PROFILES_FILE}",
                                 line=line, field="profile")
-        if not feasible_configs(cluster, profiles.table[profile]):
+        if not feasible_configs(cluster, profiles.table[profile]) \
+                and profile not in profiles.gangs:
             raise ScenarioError(path, f"profile {profile!r} has no allowed configuration on any "
                                 f"node of the cluster", line=line, field="profile")
         flags = {name: _flag(path, line, name, row[name], default)
@@ -743,20 +790,29 @@ def write_scenario(scenario: Scenario, directory: str | Path) -> None:
         profiles = scenario.profiles
         own = {name: values for name, values in ((OWN_POWER_COLUMN, profiles.power),
                                                  (STARTUP_COLUMN, profiles.startup)) if values}
+        ganged = bool(profiles.gangs)
         w.writerow(PROFILE_COLUMNS + (POWER_LIMIT_COLUMNS if profiles.levels else ())
-                   + tuple(own))
+                   + tuple(own) + ((NODES_COLUMN,) if ganged else ()))
+        nodes_cell = [""] if ganged else []
         for profile, configs in profiles.table.items():
             for (gpu_type, gpus), spe in configs.items():
                 for lv in profiles.power_levels(profile, (gpu_type, gpus)):
                     w.writerow([profile, gpu_type, gpus, _number(lv.seconds_per_epoch),
                                 _number(lv.limit_w), _number(lv.gpu_power_w)]
-                               + [""] * len(own))
+                               + [""] * len(own) + nodes_cell)
                 if not profiles.power_levels(profile, (gpu_type, gpus)):
                     blanks = ["", ""] if profiles.levels else []
                     mine = [values.get(profile, {}).get((gpu_type, gpus))
                             for values in own.values()]
                     w.writerow([profile, gpu_type, gpus, _number(spe)] + blanks
-                               + ["" if v is None else _number(v) for v in mine])
+                               + ["" if v is None else _number(v) for v in mine] + nodes_cell)
+        for profile, gang_configs in profiles.gangs.items():
+            for (gpu_type, gpus, nodes), spe in gang_configs.items():
+                blanks = ["", ""] if profiles.levels else []
+                mine = [values.get(profile, {}).get((gpu_type, gpus, nodes))
+                        for values in own.values()]
+                w.writerow([profile, gpu_type, gpus, _number(spe)] + blanks
+                           + ["" if v is None else _number(v) for v in mine] + [str(nodes)])
     with (directory / WORKLOAD_FILE).open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         flags = [name for name, default in WORKLOAD_FLAGS_DEFAULTS.items()

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
-from typing import Mapping
+from typing import Any, Mapping
 
 
 @dataclass(frozen=True)
@@ -263,6 +263,15 @@ class Job:
 Config = tuple[str, int]
 """A configuration: (GPU type name, GPU count)."""
 
+GangConfig = tuple[str, int, int]
+"""A configuration over several nodes: (GPU type name, GPUs per node, nodes >= 2)."""
+
+
+def config_key(gpu_type: str, gpus: int, nodes: int = 1) -> "Config | GangConfig":
+    """How `Profiles` keys a configuration: (type, gpus) on one node, (type, gpus per node,
+    nodes) for a gang over several (`Profiles.gangs`)."""
+    return (gpu_type, gpus) if nodes == 1 else (gpu_type, gpus, nodes)
+
 
 @dataclass(frozen=True)
 class PowerLevel:
@@ -288,22 +297,33 @@ class Profiles:
     paper's model). `startup` likewise gives its start-up (s, measured: launch to the first
     progress report, less an epoch), which its restarts take instead of the cluster's
     `restart_overhead_s`.
+
+    `gangs` gives, per profile, seconds per epoch on several nodes at once, keyed (GPU type,
+    GPUs per node, nodes >= 2): a job of such a profile (a *gang profile*) runs on all its
+    nodes together or not at all (`policies.gangs`). `power` and `startup` key a gang's
+    configuration the same way (`config_key`). Every gang profile is in `table` too, with its
+    one-node configurations (possibly none).
     """
 
     table: Mapping[str, Mapping[Config, float]]
     levels: Mapping[str, Mapping[Config, tuple[PowerLevel, ...]]] = field(default_factory=dict)
-    power: Mapping[str, Mapping[Config, float]] = field(default_factory=dict)
-    startup: Mapping[str, Mapping[Config, float]] = field(default_factory=dict)
+    # keyed by Config, or GangConfig for a gang (typed Any: Mapping's keys are invariant)
+    power: Mapping[str, Mapping[Any, float]] = field(default_factory=dict)
+    startup: Mapping[str, Mapping[Any, float]] = field(default_factory=dict)
+    gangs: Mapping[str, Mapping[GangConfig, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        frozen = {p: MappingProxyType(dict(c)) for p, c in self.table.items()}
+        table = {p: dict(c) for p, c in self.table.items()}
+        for p in self.gangs:
+            table.setdefault(p, {})
+        frozen = {p: MappingProxyType(c) for p, c in table.items()}
         object.__setattr__(self, "table", MappingProxyType(frozen))
         levels = {p: MappingProxyType({c: tuple(sorted(ls, key=lambda x: -x.limit_w))
                                        for c, ls in cs.items() if ls})
                   for p, cs in self.levels.items()}
         object.__setattr__(self, "levels", MappingProxyType({p: c for p, c in levels.items()
                                                              if c}))
-        for name in ("power", "startup"):
+        for name in ("power", "startup", "gangs"):
             given = {p: MappingProxyType(dict(c)) for p, c in getattr(self, name).items() if c}
             object.__setattr__(self, name, MappingProxyType(given))
 
@@ -311,14 +331,21 @@ class Profiles:
         return (Profiles, ({p: dict(c) for p, c in self.table.items()},
                            {p: dict(c) for p, c in self.levels.items()},
                            {p: dict(c) for p, c in self.power.items()},
-                           {p: dict(c) for p, c in self.startup.items()}))
+                           {p: dict(c) for p, c in self.startup.items()},
+                           {p: dict(c) for p, c in self.gangs.items()}))
 
-    def restart_s(self, profile: str, config: Config, default: float) -> float:
+    def gang_configs(self, profile: str) -> list[GangConfig]:
+        """Every configuration `profile` may run in, as (GPU type, GPUs per node, nodes): its
+        one-node ones with nodes 1, then its gangs. What the gang planner chooses among."""
+        return ([(t, g, 1) for t, g in self.table.get(profile, {})]
+                + list(self.gangs.get(profile, {})))
+
+    def restart_s(self, profile: str, config: Config | GangConfig, default: float) -> float:
         """How long a restart of `profile` on `config` takes: its measured start-up where
         the profile gives one, else `default` (the cluster's `restart_overhead_s`)."""
         return self.startup.get(profile, {}).get(config, default)
 
-    def gpu_power_w(self, profile: str, config: Config) -> float | None:
+    def gpu_power_w(self, profile: str, config: Config | GangConfig) -> float | None:
         """The measured draw of each GPU of `config` while `profile` trains; None: the table's."""
         return self.power.get(profile, {}).get(config)
 
@@ -326,7 +353,10 @@ class Profiles:
         return self.table[profile]
 
     def seconds_per_epoch(self, profile: str, gpu_type: str, gpus: int,
-                          limit_w: float | None = None) -> float:
+                          limit_w: float | None = None, nodes: int = 1) -> float:
+        """Seconds per epoch on `gpus` GPUs of `gpu_type` (per node, on `nodes` nodes)."""
+        if nodes != 1:
+            return self.gangs[profile][(gpu_type, gpus, nodes)]
         if limit_w is None:
             return self.table[profile][(gpu_type, gpus)]
         return self.level(profile, (gpu_type, gpus), limit_w).seconds_per_epoch
@@ -363,7 +393,9 @@ class Segment:
     """A stretch in which a job held GPUs on one node and configuration.
 
     `phase` is "run" (progress at the profile's speed) or "restart" (the restart overhead:
-    GPUs held and powered, no progress).
+    GPUs held and powered, no progress). A gang over n nodes logs n segments for each stretch,
+    one per node, its GPUs there each; the epochs are counted once, on its first node's
+    segment (0 on the others), so a job's segments still add up to its epochs.
     """
 
     job_id: str

@@ -11,21 +11,34 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, Protocol
 
 from ..errors import PlanError
-from ..model import Cluster, Job, Profiles
+from ..model import Cluster, Job, Profiles, config_key
 
 
 @dataclass(frozen=True)
 class Assignment:
     """Run a job on `gpus` GPUs of node `node`, capped at `power_limit_w` watts per GPU (None:
-    the default limit). Changing only the limit needs no restart."""
+    the default limit). Changing only the limit needs no restart.
+
+    A gang (a job of a profile with `Profiles.gangs`) runs on `gpus` GPUs of each of `node`
+    and `more_nodes`, all of one GPU type: `nodes` lists them, rank 0's node first."""
 
     node: str
     gpus: int
     power_limit_w: float | None = None
+    more_nodes: tuple[str, ...] = ()
 
-    def place(self) -> tuple[str, int]:
+    def place(self) -> tuple[str, int, tuple[str, ...]]:
         """Where it runs, whatever the power limit: what a restart depends on."""
-        return self.node, self.gpus
+        return self.node, self.gpus, self.more_nodes
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """Every node it holds GPUs on (one, unless a gang)."""
+        return (self.node, *self.more_nodes) if self.more_nodes else (self.node,)
+
+    @property
+    def node_count(self) -> int:
+        return 1 + len(self.more_nodes)
 
 
 def stops_job(current: Assignment | None, target: Assignment | None) -> bool:
@@ -85,15 +98,17 @@ class Snapshot:
     def start_run_s(self, view: JobView, gpu_type: str, target: Assignment) -> float:
         """How long `view` takes if it (re)starts now on `target`, a node of `gpu_type`: its
         remaining epochs there, plus the restart overhead if it pays one (`pays_overhead`)."""
+        nodes = target.node_count
         run_s = view.remaining_epochs * self.profiles.seconds_per_epoch(
-            view.job.profile, gpu_type, target.gpus, target.power_limit_w)
-        return run_s + (self.overhead_s(view, gpu_type, target.gpus)
+            view.job.profile, gpu_type, target.gpus, target.power_limit_w, nodes)
+        return run_s + (self.overhead_s(view, gpu_type, target.gpus, nodes)
                         if self.pays_overhead(view) else 0.0)
 
-    def overhead_s(self, view: JobView, gpu_type: str, gpus: int) -> float:
-        """How long a restart of `view` on `gpus` GPUs of `gpu_type` takes: its profile's
-        measured start-up there, else the cluster's `restart_overhead_s`."""
-        return self.profiles.restart_s(view.job.profile, (gpu_type, gpus),
+    def overhead_s(self, view: JobView, gpu_type: str, gpus: int, nodes: int = 1) -> float:
+        """How long a restart of `view` on `gpus` GPUs of `gpu_type` (on each of `nodes`
+        nodes) takes: its profile's measured start-up there, else the cluster's
+        `restart_overhead_s`."""
+        return self.profiles.restart_s(view.job.profile, config_key(gpu_type, gpus, nodes),
                                        self.cluster.restart_overhead_s)
 
     def restart_s(self, view: JobView, target: Assignment, gpu_type: str) -> float:
@@ -102,19 +117,22 @@ class Snapshot:
         pays one."""
         if view.assignment is not None and not stops_job(view.assignment, target):
             return view.restart_remaining_s
-        return self.overhead_s(view, gpu_type, target.gpus) if self.pays_overhead(view) else 0.0
+        return self.overhead_s(view, gpu_type, target.gpus, target.node_count) \
+            if self.pays_overhead(view) else 0.0
 
     def run_s(self, view: JobView, gpu_type: str, target: Assignment) -> float:
         """How long `view` takes from now on `target` (staying where it runs, or not)."""
         return self.restart_s(view, target, gpu_type) + view.remaining_epochs * \
             self.profiles.seconds_per_epoch(view.job.profile, gpu_type, target.gpus,
-                                            target.power_limit_w)
+                                            target.power_limit_w, target.node_count)
 
     def free_gpus(self) -> dict[str, int]:
         free = {n.name: n.gpus for n in self.cluster.nodes}
         for view in self.jobs:
-            if view.assignment is not None:
-                free[view.assignment.node] -= view.assignment.gpus
+            a = view.assignment
+            if a is not None:
+                for node in a.nodes:
+                    free[node] -= a.gpus
         return free
 
 
@@ -158,6 +176,8 @@ def check_plan(snapshot: Snapshot, plan: Plan, policy_name: str) -> None:
         n = index.get(a.node)
         if (a is current or a == current) and n is not None:  # kept as it runs
             used[n] += a.gpus
+            for other in a.more_nodes:
+                used[index[other]] += a.gpus
             continue
         if n is None:
             raise PlanError(f"policy {policy_name!r} planned job {job.job_id!r} on unknown node "
@@ -165,6 +185,9 @@ def check_plan(snapshot: Snapshot, plan: Plan, policy_name: str) -> None:
         if current is not None and not job.preemptible and stops_job(current, a) \
                 and stopped is None:
             stopped = job.job_id
+        if a.more_nodes:
+            _check_gang(snapshot, job, a, policy_name, used)
+            continue
         config = (cluster.nodes[n].gpu_type, a.gpus)
         if config not in snapshot.profiles.configs(job.profile):
             raise PlanError(f"policy {policy_name!r} planned job {job.job_id!r} on {config}, "
@@ -187,6 +210,39 @@ def check_plan(snapshot: Snapshot, plan: Plan, policy_name: str) -> None:
         if u > cluster.nodes[n].gpus:
             raise PlanError(f"policy {policy_name!r} over-subscribed node "
                             f"{cluster.nodes[n].name!r}: {u} > {cluster.nodes[n].gpus} GPUs")
+
+
+def _check_gang(snapshot: Snapshot, job: Job, a: Assignment, policy_name: str,
+                used: list[int]) -> None:
+    """Refuse a gang placement that is not whole: unknown or repeated nodes, nodes of two GPU
+    types, a node count or GPUs per node its profile does not give, or a power limit (gangs
+    run at the default one); count its GPUs on every node it holds."""
+    cluster = snapshot.cluster
+    index = cluster.node_positions
+    positions = []
+    for name in a.nodes:
+        n = index.get(name)
+        if n is None:
+            raise PlanError(f"policy {policy_name!r} planned gang {job.job_id!r} on unknown "
+                            f"node {name!r}")
+        positions.append(n)
+    if len(set(positions)) != len(positions):
+        raise PlanError(f"policy {policy_name!r} planned gang {job.job_id!r} twice on one "
+                        f"node: {', '.join(a.nodes)}")
+    types = sorted({cluster.nodes[n].gpu_type for n in positions})
+    if len(types) > 1:
+        raise PlanError(f"policy {policy_name!r} planned gang {job.job_id!r} over two GPU "
+                        f"types ({', '.join(types)}); a gang runs on one")
+    config = (types[0], a.gpus, len(positions))
+    if config not in snapshot.profiles.gangs.get(job.profile, {}):
+        raise PlanError(f"policy {policy_name!r} planned job {job.job_id!r} as a gang of "
+                        f"{len(positions)} nodes x {a.gpus} {types[0]} GPUs, which its profile "
+                        f"does not allow")
+    if a.power_limit_w is not None:
+        raise PlanError(f"policy {policy_name!r} planned gang {job.job_id!r} at a power limit; "
+                        f"gangs run at the default limit")
+    for n in positions:
+        used[n] += a.gpus
 
 
 class Policy(Protocol):

@@ -36,9 +36,10 @@ _BISECTIONS = 60
 
 @dataclass(frozen=True)
 class Intent:
-    """A job the plan runs: on node index `node` with `gpus` GPUs, until `end` if undisturbed;
-    `must`: it cannot be refused (running, not preemptible, or its policy never stops it);
-    `splittable`: it may be stopped when the budget runs out."""
+    """A job the plan runs: on node index `node` with `gpus` GPUs (a gang: on each of `node`
+    and `more` too), until `end` if undisturbed; `must`: it cannot be refused (running, not
+    preemptible, or its policy never stops it); `splittable`: it may be stopped when the
+    budget runs out."""
 
     job_id: str
     node: int
@@ -46,7 +47,8 @@ class Intent:
     end: float
     must: bool = False
     splittable: bool = True
-    above_w: float = 0.0  # what it draws above the table's share (its profile's own draw)
+    above_w: float = 0.0  # what it draws above the table's share on each of its nodes
+    more: tuple[int, ...] = ()  # a gang's other nodes
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,8 @@ def projected_g(cluster: Cluster, now: float, until: float, intents: Sequence[In
     by_node: dict[int, list[Intent]] = {}
     for i in intents:
         by_node.setdefault(i.node, []).append(i)
+        for n in i.more:
+            by_node.setdefault(n, []).append(i)
     total = 0.0
     for n, node in enumerate(cluster.nodes):
         kind = cluster.gpu_types[node.gpu_type]

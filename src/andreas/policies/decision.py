@@ -21,6 +21,7 @@ REASON_KINDS = {
     "carbon_threshold": "waiting for a cleaner grid (under {detail}) until {until}",
     "carbon_cap": "waiting: the carbon cap leaves no room this window ({detail}) until {until}",
     "no_capacity": "no capacity: no free GPUs in a configuration it can use",
+    "waiting_for_nodes": "waiting for {detail}",
     "paused_for": "paused for job {job}",
     "consolidated": "waiting: the queue runs on fewer powered nodes and still ends in time",
     # set by the live service, not by a policy

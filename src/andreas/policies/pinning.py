@@ -19,6 +19,7 @@ from dataclasses import replace
 
 from .base import Assignment, Plan, Policy, Snapshot, preempts
 from .decision import Decision
+from .gangs import decide as decide_with_gangs
 
 
 def pinned(snapshot: Snapshot, policy: Policy | None = None) -> dict[str, Assignment]:
@@ -35,7 +36,8 @@ def without_pinned(snapshot: Snapshot, pins: dict[str, Assignment]) -> Snapshot:
     left out)."""
     held: dict[str, int] = {}
     for a in pins.values():
-        held[a.node] = held.get(a.node, 0) + a.gpus
+        for node in a.nodes:
+            held[node] = held.get(node, 0) + a.gpus
     nodes = tuple(replace(n, gpus=n.gpus - held.get(n.name, 0)) for n in snapshot.cluster.nodes
                   if n.gpus > held.get(n.name, 0))
     return replace(snapshot, cluster=replace(snapshot.cluster, nodes=nodes),
@@ -49,6 +51,12 @@ def decide(policy: Policy, snapshot: Snapshot) -> Plan:
     says so with a class attribute `pins_itself = True`."""
     if getattr(policy, "pins_itself", False):
         return policy.decide(snapshot)
+    if snapshot.profiles.gangs:  # gang jobs planned whole (gangs.py), the rest as below
+        return decide_with_gangs(lambda rest: _decide_pinned(policy, rest), snapshot)
+    return _decide_pinned(policy, snapshot)
+
+
+def _decide_pinned(policy: Policy, snapshot: Snapshot) -> Plan:
     pins = pinned(snapshot, policy)
     if not pins:
         return policy.decide(snapshot)

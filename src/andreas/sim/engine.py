@@ -25,7 +25,7 @@ from ..cost import (
     tardiness_cost,
 )
 from ..errors import AndreasError
-from ..model import Cluster, GpuType, Job, Node, Scenario, Segment
+from ..model import Cluster, GpuType, Job, Node, Scenario, Segment, config_key
 from ..policies import pinning
 from ..policies.base import (
     Assignment,
@@ -52,8 +52,9 @@ class SimulationError(AndreasError):
 
 @dataclass(slots=True)
 class _Stretch:
-    """A job's current hold on GPUs of one node in one configuration. Its progress is a
-    function of time, read when needed (`epochs_at`), not updated at every event."""
+    """A job's current hold on GPUs of one node in one configuration (a gang: `gpus` on each
+    of `node` and `more`). Its progress is a function of time, read when needed
+    (`epochs_at`), not updated at every event."""
 
     node: int
     gpus: int
@@ -65,6 +66,7 @@ class _Stretch:
     limit_w: float | None = None  # GPU power limit; None = default
     saved_w: float = 0.0  # watts below the node table's draw for this job's GPUs
     restart_saved_w: float = 0.0  # and, until restart_end, this much more (GpuType.restart_w)
+    more: tuple[int, ...] = ()  # a gang's other nodes
 
     def epochs_at(self, t: float) -> float:
         """Epochs done in this stretch by time `t`."""
@@ -237,8 +239,10 @@ class Simulator:
         self.decisions: list[tuple[float, frozenset[str], Mapping]] = []  # (time, jobs, plan)
         # when the last plan asked to be revisited (Decision.revisit_at), even if nothing happens
         self.revisit = math.inf if first_revisit is None else first_revisit
-        # a policy that keeps running jobs as they run is asked about the waiting ones alone
-        self.waiting_only = not preempts(policy)
+        # a policy that keeps running jobs as they run is asked about the waiting ones alone;
+        # with gangs, through the whole snapshot (the gang planner needs every node and what
+        # runs there: policies/gangs.py)
+        self.waiting_only = not preempts(policy) and not scenario.profiles.gangs
         self.after_decision = after_decision
 
     # ------------------------------------------------------------------ main loop
@@ -455,19 +459,21 @@ class Simulator:
             st = _held(s)
             keyed.append((0, s.job.due_date, job_id,
                           Intent(job_id, st.node, st.gpus, st.end(), must=True,
-                                 above_w=max(0.0, -st.saved_w))))
+                                 above_w=max(0.0, -st.saved_w), more=st.more)))
         for job_id, target in plan.items():
             view = views[job_id]
             n = self.node_index[target.node]
             kept = view.assignment is not None and not stops_job(view.assignment, target)
             gpu_type = self.node_types[n]
             own = own_power_saved_w(self.cluster.gpu_types[gpu_type], target.gpus,
-                                    snapshot.profiles.gpu_power_w(view.job.profile,
-                                                                  (gpu_type, target.gpus)))
+                                    snapshot.profiles.gpu_power_w(
+                                        view.job.profile, config_key(gpu_type, target.gpus,
+                                                                     target.node_count)))
             keyed.append((0 if kept else 1, view.job.due_date, job_id, Intent(
                 job_id, n, target.gpus, now + snapshot.run_s(view, gpu_type, target),
                 must=kept and not view.job.preemptible, splittable=not self.waiting_only,
-                above_w=max(0.0, -own))))
+                above_w=max(0.0, -own),
+                more=tuple(self.node_index[m] for m in target.more_nodes))))
         keyed.sort(key=lambda k: k[:3])
         admission = admit(self.cluster, now, left, [k[3] for k in keyed])
         self.cap_forced += admission.forced
@@ -563,7 +569,8 @@ class Simulator:
         if s.started or self.first_start_overhead:
             # its profile's measured start-up on the target, else the cluster's overhead
             restart_end = now + self.scenario.profiles.restart_s(
-                s.job.profile, (self.node_types[self.node_index[target.node]], target.gpus),
+                s.job.profile, config_key(self.node_types[self.node_index[target.node]],
+                                          target.gpus, target.node_count),
                 self.cluster.restart_overhead_s)
         if s.started:
             s.restarts += 1
@@ -576,29 +583,34 @@ class Simulator:
         """Give `s` the GPUs of `target` from `now`, progressing from `restart_end`, and put its
         completion on the heap."""
         n = self.node_index[target.node]
-        node = self.nodes[n]
-        if now > node.since:
-            self._settle(n, now)
+        more = tuple(self.node_index[m] for m in target.more_nodes) if target.more_nodes \
+            else ()
+        for i in (n, *more):
+            if now > self.nodes[i].since:
+                self._settle(i, now)
         gpu_type = self.node_types[n]
         profiles = self.scenario.profiles
+        count = 1 + len(more)
         spe = profiles.seconds_per_epoch(s.job.profile, gpu_type, target.gpus,
-                                         target.power_limit_w)
+                                         target.power_limit_w, count)
         kind = self.cluster.gpu_types[gpu_type]
-        # below the table's share while it trains: its power limit and its own draw
+        # below the table's share while it trains: its power limit and its own draw (on each
+        # of a gang's nodes)
         saved = job_saved_w(self.cluster, profiles, s.job.profile, gpu_type, target.gpus,
-                            target.power_limit_w)
+                            target.power_limit_w, count)
         # while it restarts, its GPUs draw the type's restart draw (or the table's), not the
         # profile's training draw: the restart's saving is counted from the table's share
         restart_saved = (kind.restart_saving_w(target.gpus)
-                         - own_power_saved_w(kind, target.gpus,
-                                             profiles.gpu_power_w(s.job.profile,
-                                                                  (gpu_type, target.gpus)))
+                         - own_power_saved_w(kind, target.gpus, profiles.gpu_power_w(
+                             s.job.profile, config_key(gpu_type, target.gpus, count)))
                          if restart_end > now else 0.0)
         st = s.stretch = _Stretch(n, target.gpus, spe, now, restart_end, s.remaining, target,
-                                  target.power_limit_w, saved, restart_saved)
-        node.busy += target.gpus
-        node.saved += saved
-        node.jobs[s.job.job_id] = s
+                                  target.power_limit_w, saved, restart_saved, more)
+        for i in (n, *more):
+            node = self.nodes[i]
+            node.busy += target.gpus
+            node.saved += saved
+            node.jobs[s.job.job_id] = s
         self.running += 1
         self.held_changes += 1
         s.stamp += 1
@@ -609,23 +621,26 @@ class Simulator:
         got) and log its restart and run segments."""
         st = s.stretch
         assert st is not None
-        state = self.nodes[st.node]
-        if now > state.since:
-            self._settle(st.node, now)
         if epochs is None:  # stopped before its end: its completion event no longer holds
             self.queue.supersede(self)
         done = st.epochs_at(now) if epochs is None else epochs
         s.remaining -= done
         restart_stop = min(st.restart_end, now)
-        if restart_stop > st.start:
-            self.segments.append(s.index, st.node, st.gpus, st.start, restart_stop, 0.0,
-                                 "restart", st.limit_w, st.saved_w + st.restart_saved_w)
-        if now > st.restart_end:
-            self.segments.append(s.index, st.node, st.gpus, st.restart_end, now, done, "run",
-                                 st.limit_w, st.saved_w)
-        state.busy -= st.gpus
-        state.saved = state.saved - st.saved_w if state.busy else 0.0
-        del state.jobs[s.job.job_id]
+        for i in ((st.node, *st.more) if st.more else (st.node,)):
+            state = self.nodes[i]
+            if now > state.since:
+                self._settle(i, now)
+            # a gang logs a segment per node; its epochs once, on its first node
+            if restart_stop > st.start:
+                self.segments.append(s.index, i, st.gpus, st.start, restart_stop, 0.0,
+                                     "restart", st.limit_w, st.saved_w + st.restart_saved_w)
+            if now > st.restart_end:
+                self.segments.append(s.index, i, st.gpus, st.restart_end, now,
+                                     done if i == st.node else 0.0, "run", st.limit_w,
+                                     st.saved_w)
+            state.busy -= st.gpus
+            state.saved = state.saved - st.saved_w if state.busy else 0.0
+            del state.jobs[s.job.job_id]
         self.running -= 1
         self.held_changes += 1
         s.stretch = None

@@ -1,0 +1,257 @@
+"""Gangs: jobs over several nodes, planned whole for every policy (policies/gangs.py), run and
+accounted node by node (sim/engine.py, cost.py), read and written in profiles.csv (io.py)."""
+
+from collections import defaultdict
+
+import pytest
+from helpers import cluster, job, policy_with
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_invariants import check_invariants
+
+from andreas.cost import account_segments
+from andreas.errors import PlanError, ScenarioError
+from andreas.io import load_scenario, write_scenario
+from andreas.model import Profiles, Scenario
+from andreas.policies import make_policy, policy_names
+from andreas.policies.base import Assignment, JobView, Snapshot, check_plan
+from andreas.policies.gangs import decide as gang_decide
+from andreas.sim.engine import simulate
+
+# 1 EUR per kWh: a joule costs 1 / 3.6e6 EUR
+PRICE = 1.0
+
+
+def two_by_two(extra_type: bool = False):
+    """Nodes n1, n2 of type A with 2 GPUs each (100 W with one busy, 200 W with two); with
+    `extra_type`, a node b1 of type B too."""
+    nodes = [("n1", "A", 2), ("n2", "A", 2)] + ([("b1", "B", 2)] if extra_type else [])
+    power = {"A": [100, 200], **({"B": [100, 200]} if extra_type else {})}
+    return cluster(nodes, power, price=PRICE)
+
+
+def gang_profiles(single: dict | None = None) -> Profiles:
+    """Profile g: a gang of 2 nodes x 2 A GPUs at 10 s per epoch; profile s: one A GPU at
+    1 s per epoch (or `single`)."""
+    return Profiles({"s": single or {("A", 1): 1.0}}, gangs={"g": {("A", 2, 2): 10.0}})
+
+
+def test_a_gang_draws_on_every_node_and_logs_a_segment_per_node():
+    # 36 epochs x 10 s = 360 s on both nodes, each at 200 W: 2 x 200 x 360 J = 0.04 kWh
+    sc = Scenario(two_by_two(), gang_profiles(), (job("g1", epochs=36, profile="g"),))
+    for name in policy_names():
+        result = simulate(sc, policy_with(name, 1))
+        assert result.summary["energy_cost"] == pytest.approx(2 * 200 * 360 / 3.6e6 * PRICE), name
+        assert result.jobs[0].completion_time == pytest.approx(360.0), name
+        runs = [s for s in result.segments if s.phase == "run"]
+        assert sorted(s.node for s in runs) == ["n1", "n2"], name
+        assert sorted(s.epochs for s in runs) == [0.0, 36.0], name  # epochs counted once
+        again = account_segments(sc.cluster, sc.jobs, result.segments)
+        assert again.energy_cost == pytest.approx(result.summary["energy_cost"], rel=1e-12)
+        assert again.job_energy_cost["g1"] == pytest.approx(result.jobs[0].energy_cost,
+                                                            rel=1e-12)
+
+
+def test_a_gangs_restart_and_own_draw_count_on_every_node():
+    # start-up 20 s (the profile's), own draw 60 W per GPU against the table's 100 W per busy
+    # GPU: each node draws 200 - 2 x (100 - 60) = 120 W while it trains, 200 W while it
+    # starts (the table's: no restart draw given). First starts pay the start-up here.
+    profiles = Profiles({}, power={"g": {("A", 2, 2): 60.0}},
+                        startup={"g": {("A", 2, 2): 20.0}}, gangs={"g": {("A", 2, 2): 10.0}})
+    sc = Scenario(two_by_two(), profiles, (job("g1", epochs=10, profile="g"),))
+    result = simulate(sc, make_policy("fifo"), first_start_overhead=True)
+    joules = 2 * (200 * 20 + 120 * 100)
+    assert result.summary["energy_kwh"] == pytest.approx(joules / 3.6e6)
+    assert result.jobs[0].completion_time == pytest.approx(120.0)
+    assert account_segments(sc.cluster, sc.jobs, result.segments).energy_joules == \
+        pytest.approx(joules)
+
+
+def test_a_gang_waits_for_its_nodes_and_says_why_and_nodes_are_kept_for_it():
+    # s1 holds one GPU of n1 until t=100. g1 (2 nodes x 2 GPUs) arrives at t=10 and must wait;
+    # s2 (one GPU, 200 s) arrives at t=20 and would fit on n2, but n2 is kept for g1, so g1
+    # starts at t=100, when s1 ends, not at t=220.
+    profiles = gang_profiles()
+    jobs = (job("s1", epochs=100, profile="s"), job("g1", submit=10, due=500, epochs=10,
+                                                    profile="g"),
+            job("s2", submit=20, due=5000, epochs=200, profile="s"))
+    sc = Scenario(two_by_two(), profiles, jobs)
+    for name in policy_names():
+        result = simulate(sc, policy_with(name, 1))
+        starts = {r.job_id: r.first_start for r in result.jobs}
+        assert starts["g1"] == pytest.approx(100.0), name
+        assert starts["s2"] >= 100.0 - 1e-9, name
+    # the reason, at t=10 with s1 running on n1
+    views = (JobView(jobs[0], 90.0, Assignment("n1", 1), True), JobView(jobs[1], 10.0))
+    decision = gang_decide(lambda snap: {}, Snapshot(10.0, sc.cluster, profiles, views))
+    assert "g1" not in decision
+    assert decision.reasons["g1"].sentence() == "waiting for 2 free nodes of A with 2 GPUs each"
+
+
+def test_a_gang_starts_in_its_cheapest_configuration_and_backfills_around_a_reservation():
+    # profile g may run on one node (A, 2 GPUs: 30 s per epoch) or as a gang (2 x 2: 10 s per
+    # epoch). Energy per epoch: one node 200 W x 30 s = 6000 J, two nodes 2 x 200 x 10 =
+    # 4000 J: the gang is cheaper and both nodes are free.
+    profiles = Profiles({"g": {("A", 2): 30.0}}, gangs={"g": {("A", 2, 2): 10.0}})
+    sc = Scenario(two_by_two(), profiles, (job("g1", epochs=5, profile="g"),))
+    views = (JobView(sc.jobs[0], 5.0),)
+    plan = gang_decide(lambda snap: {}, Snapshot(0.0, sc.cluster, profiles, views))
+    assert plan["g1"].nodes == ("n1", "n2") and plan["g1"].gpus == 2
+    # with n2 busy, the one-node configuration starts at once rather than wait
+    other = job("x", profile="s")
+    profiles2 = Profiles({"g": {("A", 2): 30.0}, "s": {("A", 2): 1.0}},
+                         gangs={"g": {("A", 2, 2): 10.0}})
+    views2 = (JobView(other, 5.0, Assignment("n2", 2), True), JobView(sc.jobs[0], 5.0))
+    plan2 = gang_decide(lambda snap: {}, Snapshot(0.0, sc.cluster, profiles2, views2))
+    assert plan2["g1"] == Assignment("n1", 2)
+
+
+def test_the_policy_sees_neither_the_gangs_nor_their_gpus():
+    profiles = gang_profiles()
+    sc = Scenario(two_by_two(extra_type=True), profiles, ())
+    seen = []
+
+    def inner(snap):
+        seen.append(snap)
+        return {}
+    g = job("g1", profile="g")
+    s = job("s1", profile="s")
+    views = (JobView(g, 3.0, Assignment("n1", 2, None, ("n2",)), True), JobView(s, 3.0))
+    plan = gang_decide(inner, Snapshot(0.0, sc.cluster, profiles, views))
+    assert plan["g1"] == views[0].assignment  # a running gang is kept where it runs
+    assert [n.name for n in seen[0].cluster.nodes] == ["b1"]
+    assert [v.job_id for v in seen[0].jobs] == ["s1"]
+
+
+def plan_error(sc, views, plan):
+    with pytest.raises(PlanError) as err:
+        check_plan(Snapshot(0.0, sc.cluster, sc.profiles, views), plan, "test")
+    return str(err.value)
+
+
+def test_check_plan_refuses_a_gang_that_is_not_whole():
+    sc = Scenario(two_by_two(extra_type=True), Profiles(
+        {"s": {("A", 1): 1.0}}, gangs={"g": {("A", 2, 2): 10.0, ("B", 2, 2): 10.0}}), ())
+    g = job("g1", profile="g")
+    views = (JobView(g, 3.0),)
+    assert "does not allow" in plan_error(sc, views, {"g1": Assignment("n1", 2)})  # partial
+    assert "two GPU types" in plan_error(sc, views,
+                                         {"g1": Assignment("n1", 2, None, ("b1",))})
+    assert "twice on one node" in plan_error(sc, views,
+                                             {"g1": Assignment("n1", 2, None, ("n1",))})
+    assert "unknown node" in plan_error(sc, views, {"g1": Assignment("n1", 2, None, ("zz",))})
+    assert "does not allow" in plan_error(sc, views,
+                                          {"g1": Assignment("n1", 1, None, ("n2",))})
+    s = job("s1", profile="s")
+    over = (JobView(s, 3.0, Assignment("n2", 1), True), JobView(g, 3.0))
+    assert "over-subscribed node 'n2'" in plan_error(
+        sc, over, {"s1": Assignment("n2", 1), "g1": Assignment("n1", 2, None, ("n2",))})
+    # a one-node job of a plain profile cannot be spread either
+    assert "does not allow" in plan_error(sc, (JobView(s, 3.0),),
+                                          {"s1": Assignment("n1", 1, None, ("n2",))})
+    check_plan(Snapshot(0.0, sc.cluster, sc.profiles, views),
+               {"g1": Assignment("n1", 2, None, ("n2",))}, "test")  # whole: accepted
+
+
+def test_profiles_round_trip_with_gangs_and_bad_gang_rows_name_line_and_field(tmp_path):
+    profiles = Profiles({"s": {("A", 1): 1.0}, "g": {("A", 2): 30.0}},
+                        power={"g": {("A", 2, 2): 150.0}}, startup={"g": {("A", 2, 2): 12.0}},
+                        gangs={"g": {("A", 2, 2): 10.0}})
+    sc = Scenario(two_by_two(), profiles, (job("g1", epochs=3, profile="g"),))
+    write_scenario(sc, tmp_path / "sc")
+    back = load_scenario(tmp_path / "sc")
+    assert back.profiles.gangs == {"g": {("A", 2, 2): 10.0}}
+    assert back.profiles.table["g"] == {("A", 2): 30.0}
+    assert back.profiles.power == {"g": {("A", 2, 2): 150.0}}
+    assert back.profiles.startup == {"g": {("A", 2, 2): 12.0}}
+    path = tmp_path / "sc" / "profiles.csv"
+    header = "profile,gpu_type,gpus,seconds_per_epoch,nodes\n"
+    for row, field, words in (("g,A,2,10,0", "nodes", "expected a node count >= 1, got 0"),
+                              ("g,A,4,10,2", "gpus", "the largest A node has 2"),
+                              ("g,A,2,10,3", "nodes", "only 2 A nodes with 2 GPUs or more"),
+                              ("g,A,2,10,two", "nodes", "expected an integer")):
+        path.write_text(header + "s,A,1,1,\n" + row + "\n")
+        with pytest.raises(ScenarioError) as err:
+            load_scenario(tmp_path / "sc")
+        text = str(err.value)
+        assert f"profiles.csv:3: field '{field}'" in text, text
+        assert words in text, text
+
+
+@st.composite
+def gang_scenarios(draw):
+    """Up to four nodes of types A and B; plain profiles p0, p1 and a gang profile g (2 or 3
+    nodes, maybe also one-node rows); a few jobs of each."""
+    nodes = [(f"n{i}", "AB"[i % 2] if draw(st.booleans()) else "A", draw(st.integers(1, 4)))
+             for i in range(draw(st.integers(2, 4)))]
+    types = sorted({t for _, t, _ in nodes})
+    power = {t: sorted(draw(st.lists(st.integers(50, 600), min_size=4, max_size=4)))
+             for t in types}
+    table = {p: {("A", 1): float(draw(st.integers(1, 40)))} for p in ("p0", "p1")}
+    table["g"] = {}
+    if draw(st.booleans()):
+        table["g"][("A", 1)] = float(draw(st.integers(20, 80)))
+    gangs = {}
+    for t in types:
+        sizes = sorted((g for _, tt, g in nodes if tt == t), reverse=True)
+        for count in (2, 3):
+            if len(sizes) >= count and draw(st.booleans()):
+                gangs[(t, draw(st.integers(1, sizes[count - 1])), count)] = \
+                    float(draw(st.integers(1, 30)))
+    if not gangs and len([1 for _, t, _ in nodes if t == "A"]) >= 2:
+        gangs[("A", 1, 2)] = 5.0
+    jobs = []
+    for i in range(draw(st.integers(1, 7))):
+        submit = float(draw(st.integers(0, 300)))
+        jobs.append(job(f"j{i}", submit=submit, due=submit + draw(st.integers(0, 600)),
+                        weight=draw(st.sampled_from([0.0, 0.01, 0.05])),
+                        epochs=draw(st.sampled_from([0.5, 2.0, 7.25])),
+                        profile=draw(st.sampled_from(["p0", "p1", "g"]))))
+    overhead = float(draw(st.sampled_from([0, 7])))
+    cl = cluster(nodes, power, overhead=overhead)
+    profiles = Profiles(table, gangs={"g": gangs} if gangs else {})
+    return Scenario(cl, profiles, tuple(sorted(jobs, key=lambda j: j.submit_time)))
+
+
+def gang_runs_whole(sc, result):
+    """Every stretch of a gang holds all its nodes at once: its segments come in groups of
+    one start and end, of one GPU type and GPU count, on distinct nodes, as many as a
+    configuration of its profile gives."""
+    counts = {p: {n for (_, _, n) in cs} for p, cs in sc.profiles.gangs.items()}
+    profile_of = {j.job_id: j.profile for j in sc.jobs}
+    groups = defaultdict(list)
+    for s in result.segments:
+        groups[(s.job_id, s.start, s.end, s.phase)].append(s)
+    for (job_id, *_), segs in groups.items():
+        assert len({s.node for s in segs}) == len(segs)
+        assert len({(s.gpu_type, s.gpus) for s in segs}) == 1
+        if len(segs) > 1:
+            assert len(segs) in counts[profile_of[job_id]]
+
+
+@settings(max_examples=40, deadline=None)
+@given(gang_scenarios(), st.sampled_from(policy_names()), st.integers(1, 3), st.booleans())
+def test_every_policy_runs_gangs_whole_and_accounts_them(sc, policy, seed, first_start):
+    result = simulate(sc, policy_with(policy, seed), first_start_overhead=first_start)
+    check_invariants(sc, result)
+    gang_runs_whole(sc, result)
+
+
+def test_a_plain_scenario_is_planned_as_before():
+    # no gang profile: the gang layer is not entered (the zoo's decisions are unchanged; the
+    # zoo comparison checks that at scale)
+    profiles = Profiles({"s": {("A", 1): 1.0, ("A", 2): 0.6}})
+    sc = Scenario(two_by_two(), profiles, tuple(job(f"j{i}", submit=i * 5.0, epochs=50,
+                                                    profile="s") for i in range(5)))
+    calls = []
+    import andreas.policies.pinning as pinning
+    original = pinning.decide_with_gangs
+    pinning.decide_with_gangs = lambda *a: calls.append(a) or original(*a)
+    try:
+        simulate(sc, make_policy("greedy"))
+        assert calls == []
+        simulate(Scenario(sc.cluster, gang_profiles(), (job("g", profile="g"),)),
+                 make_policy("greedy"))
+        assert len(calls) == 1  # the patch does see a gang scenario
+    finally:
+        pinning.decide_with_gangs = original

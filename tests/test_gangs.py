@@ -255,3 +255,75 @@ def test_a_plain_scenario_is_planned_as_before():
         assert len(calls) == 1  # the patch does see a gang scenario
     finally:
         pinning.decide_with_gangs = original
+
+
+def test_the_service_refuses_gang_profiles_it_cannot_start(tmp_path):
+    """The executors start one process per job on one node: a gang profile in the service's
+    profiles.csv is one clear error naming the file and field, not a gang run on one node."""
+    from conftest import write_service_files
+
+    from andreas.service.config import read_service_config
+
+    service = write_service_files(tmp_path, nodes="nodes:\n  - {name: n1, gpu_type: fast, gpus: 2}"
+                                  "\n  - {name: n3, gpu_type: fast, gpus: 2}\n")
+    profiles = service.parent / "profiles.csv"
+    profiles.write_text("profile,gpu_type,gpus,seconds_per_epoch,nodes\n"
+                        "mlp,fast,1,0.3,\nbig,fast,2,0.1,2\n")
+    with pytest.raises(ScenarioError) as info:
+        read_service_config(service)
+    text = str(info.value)
+    assert "profiles.csv" in text and "field 'nodes'" in text and "'big'" in text, text
+
+
+def test_the_bound_refuses_gangs_in_one_line():
+    from andreas.errors import AndreasError
+    from andreas.optim.bound import hindsight_bound
+
+    sc = Scenario(two_by_two(), gang_profiles(), (job("g1", epochs=3, profile="g"),))
+    with pytest.raises(AndreasError, match="profile 'g' is a gang"):
+        hindsight_bound(sc, lp=True)
+
+
+def test_philly_jobs_over_a_node_become_gangs_of_their_real_size(tmp_path):
+    """16 GPUs -> 2 nodes x 8, 12 -> 3 x 4 (the catalogue measures 1, 2, 4, 8 per node); each
+    epoch n x e2^log2(n) times as fast as on one node (e2 from Sia, gang_scaling.csv); the
+    traced duration is the run at that size on the reference type. 128 GPUs: no room."""
+    import math
+
+    from andreas.io import read_cluster
+    from andreas.sim.traces import REFERENCE_GPU, import_trace, two_node_efficiency
+
+    (tmp_path / "cluster.yaml").write_text(
+        "energy_price: 0.2\ngpu_types: {P100: {}, V100: {}}\nnodes:\n"
+        + "".join(f"  - {{name: p{i}, gpu_type: P100, gpus: 8}}\n" for i in range(3))
+        + "  - {name: v0, gpu_type: V100, gpus: 8}\n")
+    cluster = read_cluster(tmp_path / "cluster.yaml")
+    trace = tmp_path / "philly.csv"
+    trace.write_text("submit_time_s,duration_s,num_gpus,vc\n0,3600,16,a\n10,7200,12,a\n"
+                     "20,100,128,a\n30,600,4,a\n")
+    sc, report = import_trace("philly", trace, cluster, seed=2)
+    e2 = two_node_efficiency()
+    assert 0.7 < e2 < 1.0
+    assert report.gangs == 2 and report.skipped_no_room == 1 and len(sc.jobs) == 3
+    from andreas.catalogue import catalogue_profiles_path
+    from andreas.io import read_profiles
+    from andreas.sim.traces import _with_reference
+    catalogue = read_profiles(catalogue_profiles_path(), _with_reference(cluster))
+    by_id = {j.job_id: j for j in sc.jobs}
+    for job_id, nodes, per_node, duration in (("philly-1", 2, 8, 3600), ("philly-2", 3, 4, 7200)):
+        j = by_id[job_id]
+        model = j.profile.rsplit("x", 1)[0]
+        assert j.profile == f"{model}x{nodes}"
+        gangs = sc.profiles.gangs[j.profile]
+        one_node = catalogue.table[model][(REFERENCE_GPU, per_node)]
+        speedup = nodes * e2 ** math.log2(nodes)
+        assert gangs[(REFERENCE_GPU, per_node, nodes)] == pytest.approx(one_node / speedup)
+        assert j.epochs * gangs[(REFERENCE_GPU, per_node, nodes)] == pytest.approx(duration)
+        assert all(n == nodes for (_, _, n) in gangs)  # only its real size; V100: one node
+        assert ("V100", per_node, nodes) not in gangs
+    # the older approximation, on request: an 8-GPU job doing twice the work
+    old, old_report = import_trace("philly", trace, cluster, seed=2, gangs=False)
+    assert old_report.gangs == 0 and not old.profiles.gangs and len(old.jobs) == 4
+    result = simulate(sc, make_policy("edf"))
+    check_invariants(sc, result)
+    gang_runs_whole(sc, result)

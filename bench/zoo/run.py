@@ -47,7 +47,8 @@ def build_family(name: str, recipe: dict, instances: int) -> list:
         out = []
         for start in recipe["starts"][:instances]:
             scenario, _ = import_trace(recipe["trace"], path, cluster, limit=recipe["limit"],
-                                       start=float(start), seed=1, skip_bad=True)
+                                       start=float(start), seed=1, skip_bad=True,
+                                       gangs=bool(recipe.get("gangs", False)))
             out.append(scenario)
         return out
     template = load_template(recipe["template"] if recipe["template"] == "paper"

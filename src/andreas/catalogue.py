@@ -72,6 +72,11 @@ def catalogue_profiles_path() -> Path:
     return _dir() / "profiles.csv"
 
 
+def gang_scaling_path() -> Path:
+    """How training scales over nodes, from Sia's measurements (LICENSE-NOTE.md)."""
+    return _dir() / "gang_scaling.csv"
+
+
 def catalogue_power_limits_path() -> Path:
     """Zeus's measurements as profiles with power limits: one GPU of P100 or V100, one profile
     per Zeus workload, seconds per real epoch and average GPU draw at 100-250 W."""

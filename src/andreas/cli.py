@@ -320,13 +320,16 @@ def import_trace_cmd(
     seed: int = typer.Option(1, help="Seed of model, due-date and weight draws."),
     skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip malformed rows (and say how "
                                   "many) instead of stopping at the first."),
+    gangs: bool = typer.Option(True, "--gangs/--no-gangs", help="Keep jobs over 8 GPUs as "
+                               "gangs of their real size over several nodes (docs/gangs.md); "
+                               "--no-gangs: as 8-GPU jobs doing proportionally more work."),
 ) -> None:
     """Turn a Philly or Alibaba trace into a scenario directory (see docs/traces.md)."""
     from .io import read_cluster
     from .sim.traces import import_trace
 
     scenario, report = import_trace(kind, trace, read_cluster(cluster), limit=limit,
-                                    start=start, seed=seed, skip_bad=skip_bad)
+                                    start=start, seed=seed, skip_bad=skip_bad, gangs=gangs)
     if not scenario.jobs:
         raise AndreasError(f"{trace}: no job to import (rows {report.rows}, not run "
                            f"{report.skipped_not_run}, malformed {report.skipped_bad})")
@@ -335,6 +338,9 @@ def import_trace_cmd(
     console.print(f"wrote {out}: {report.jobs} jobs from {report.rows} rows; skipped "
                   f"{report.skipped_not_run} that did not run, {report.skipped_bad} malformed, "
                   f"{report.skipped_no_gpu_type} without an allowed GPU type in the cluster")
+    for note in report.notes:
+        if "gang" in note:
+            console.print(note)
 
 
 @app.command("compare")

@@ -114,6 +114,11 @@ def hindsight_bound(scenario: Scenario, *, slots: int = 120, time_limit: float =
     if cluster.tariff is not None:
         raise AndreasError("the hindsight bound assumes one energy price; this scenario has a "
                            "time-varying energy_price (not supported by `bound` yet)")
+    ganged = sorted({j.profile for j in jobs if j.profile in profiles.gangs})
+    if ganged:
+        raise AndreasError(f"the hindsight bound places each job on one node; profile "
+                           f"{ganged[0]!r} is a gang over several (not supported by `bound` "
+                           f"yet: docs/gangs.md)")
     configs = {j.job_id: [(t, g, profiles.configs(j.profile)[(t, g)]) for t, g in
                           feasible_configs(cluster, profiles.configs(j.profile))] for j in jobs}
     t_min = {j.job_id: min(spe * j.epochs for _, _, spe in configs[j.job_id]) for j in jobs}

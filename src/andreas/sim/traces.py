@@ -6,8 +6,11 @@ from the trace:
 
 - each job's work is its traced duration at its traced GPU count on the reference GPU type
   (P100: Philly ran mostly P100/P40-class GPUs; Alibaba does not say which GPU a pod got),
-  turned into epochs (1000 steps each) through its model's profile. Jobs over 8 GPUs are counted
-  as 8-GPU jobs doing proportionally more work (our jobs run on one node);
+  turned into epochs (1000 steps each) through its model's profile. A job over 8 GPUs is a gang
+  of its real size: the fewest n nodes over which its G GPUs spread evenly (`gang_shape`), each
+  epoch n x e(n) times as fast as on one node, e(n) = e2 ^ log2(n) with e2 the median 2-node
+  efficiency Sia measured on 8-GPU nodes over Ethernet (`gang_scaling.csv`); `gangs=False`
+  keeps the older approximation, an 8-GPU job doing proportionally more work;
 - the model is drawn, seeded, uniformly among the catalogue models that have a profile at the
   job's GPU count (at most 8) on the reference type;
 - due date = submit + m × the job's fastest run time on the cluster, m drawn from
@@ -26,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..catalogue import canonical_gpu, catalogue_profiles_path
+from ..catalogue import canonical_gpu, catalogue_profiles_path, gang_scaling_path
 from ..errors import ScenarioError
 from ..io import csv_rows, feasible_configs, read_profiles
 from ..model import Cluster, Job, Profiles, Scenario
@@ -36,6 +39,7 @@ REFERENCE_GPU = "P100"
 DUE_FACTORS = (1.2, 2.0, 10.0)
 HEAVY_SHARE, HEAVY_FACTOR = 0.2, 5.0
 MAX_GPUS = 8
+GANG_NETWORK = "rtx2080ti"  # Sia's 8-GPU nodes on commodity Ethernet, as Philly's were
 PHILLY_COLUMNS = ("submit_time_s", "duration_s", "num_gpus")
 ALIBABA_COLUMNS = ("name", "num_gpu", "gpu_spec", "pod_phase", "creation_time",
                    "deletion_time", "scheduled_time")
@@ -48,6 +52,8 @@ class ImportReport:
     skipped_bad: int = 0
     skipped_not_run: int = 0
     skipped_no_gpu_type: int = 0
+    gangs: int = 0  # jobs kept as gangs over several nodes
+    skipped_no_room: int = 0  # gangs with more nodes than the cluster has of any allowed type
     notes: list[str] = field(default_factory=list)
 
 
@@ -126,9 +132,27 @@ def read_alibaba(path: Path, report: ImportReport, skip_bad: bool) -> list[Trace
     return jobs
 
 
+def two_node_efficiency(network: str = GANG_NETWORK) -> float:
+    """The median 2-node efficiency of the models Sia measured on `network`'s 8-GPU nodes."""
+    values = [float(row["efficiency"]) for _, row in csv_rows(
+        gang_scaling_path(), ("gpu_type", "model", "nodes", "efficiency"))
+        if row["gpu_type"] == network and row["nodes"] == "2"]
+    return float(np.median(values))
+
+
+def gang_shape(gpus: int, sizes: set[int]) -> tuple[int, int]:
+    """(nodes, GPUs per node) of a job of `gpus` GPUs on nodes of at most 8: the fewest nodes
+    over which its GPUs spread evenly in a per-node count of `sizes` (those the profiles
+    measured: 16 -> 2 x 8, 12 -> 3 x 4), else full 8-GPU nodes (20 -> 3 x 8)."""
+    for nodes in range(math.ceil(gpus / MAX_GPUS), gpus + 1):
+        if gpus % nodes == 0 and gpus // nodes in sizes:
+            return nodes, gpus // nodes
+    return math.ceil(gpus / MAX_GPUS), MAX_GPUS
+
+
 def import_trace(kind: str, path: str | Path, cluster: Cluster, *, limit: int | None = None,
-                 start: float = 0.0, seed: int = 1, skip_bad: bool = False
-                 ) -> tuple[Scenario, ImportReport]:
+                 start: float = 0.0, seed: int = 1, skip_bad: bool = False,
+                 gangs: bool = True) -> tuple[Scenario, ImportReport]:
     path = Path(path)
     report = ImportReport()
     readers = {"philly": read_philly, "alibaba": read_alibaba}
@@ -139,14 +163,24 @@ def import_trace(kind: str, path: str | Path, cluster: Cluster, *, limit: int | 
     catalogue = read_profiles(catalogue_profiles_path(), _with_reference(cluster))
     rng = np.random.default_rng(seed)
     table: dict[str, dict] = {}
+    gang_table: dict[str, dict] = {}
     jobs: list[Job] = []
+    e2 = two_node_efficiency() if gangs else 1.0
+    sizes = {g for c in catalogue.table.values() for t, g in c if t == REFERENCE_GPU}
     for tj in trace:
         if limit is not None and len(jobs) >= limit:
             break
-        g = min(tj.gpus, MAX_GPUS)
+        nodes, g = gang_shape(tj.gpus, sizes) if gangs and tj.gpus > MAX_GPUS \
+            else (1, min(tj.gpus, MAX_GPUS))
         models = sorted(m for m, c in catalogue.table.items() if (REFERENCE_GPU, g) in c)
         model = models[int(rng.integers(len(models)))]
         configs = catalogue.table[model]
+        if nodes > 1:
+            job = _gang_job(tj, cluster, catalogue.table[model], nodes, g, e2 ** math.log2(nodes),
+                            rng, start, f"{model}x{nodes}", gang_table, report)
+            if job is not None:
+                jobs.append(job)
+            continue
         epochs = tj.duration * (tj.gpus / g) / configs[(REFERENCE_GPU, g)]
         allowed_types = set(cluster.gpu_types) if tj.allowed is None else \
             set(tj.allowed) & set(cluster.gpu_types)
@@ -168,7 +202,42 @@ def import_trace(kind: str, path: str | Path, cluster: Cluster, *, limit: int | 
     if report.skipped_no_gpu_type:
         report.notes.append(f"{report.skipped_no_gpu_type} job(s) allowed only GPU types the "
                             "cluster does not have")
-    return Scenario(cluster, Profiles(table), tuple(jobs), name=f"{kind}-{path.stem}"), report
+    if report.gangs:
+        report.notes.append(f"{report.gangs} job(s) over {MAX_GPUS} GPUs kept as gangs over "
+                            f"several nodes (docs/gangs.md)")
+    if report.skipped_no_room:
+        report.notes.append(f"{report.skipped_no_room} gang(s) skipped: the cluster has too few "
+                            f"nodes of any type they may use")
+    return Scenario(cluster, Profiles(table, gangs=gang_table), tuple(jobs),
+                    name=f"{kind}-{path.stem}"), report
+
+
+def _gang_job(tj: TraceJob, cluster: Cluster, configs, nodes: int, g: int, efficiency: float,
+              rng, start: float, name: str, gang_table: dict, report: ImportReport
+              ) -> Job | None:
+    """A trace job over several nodes as a gang of `nodes` x `g` GPUs: each epoch takes the
+    one-node time on `g` GPUs over nodes x `efficiency`, on every type of the cluster with
+    enough nodes of at least `g` GPUs (the draws are made as for other jobs, so the seeded
+    sequence is the same whatever is skipped)."""
+    m_draw, w_draw, heavy = rng.integers(len(DUE_FACTORS)), rng.uniform(*WEIGHT_RANGE), \
+        rng.random() < HEAVY_SHARE
+    allowed = set(cluster.gpu_types) if tj.allowed is None else set(tj.allowed)
+    speedup = nodes * efficiency
+    usable = {}
+    for (gpu_type, gpus), spe in configs.items():
+        holding = sum(1 for n in cluster.nodes if n.gpu_type == gpu_type and n.gpus >= g)
+        if gpus == g and gpu_type in allowed and holding >= nodes:
+            usable[(gpu_type, g, nodes)] = spe / speedup
+    if not usable:
+        report.skipped_no_room += 1
+        return None
+    report.gangs += 1
+    epochs = tj.duration / (configs[(REFERENCE_GPU, g)] / speedup)
+    gang_table[name] = usable
+    fastest = min(spe * epochs for spe in usable.values())
+    submit = round(tj.submit - start, 3)
+    return Job(str(tj.job_id), submit, round(submit + DUE_FACTORS[m_draw] * fastest, 3),
+               float(w_draw * (HEAVY_FACTOR if heavy else 1.0)), float(epochs), name)
 
 
 def _with_reference(cluster: Cluster) -> Cluster:

@@ -327,3 +327,30 @@ def test_philly_jobs_over_a_node_become_gangs_of_their_real_size(tmp_path):
     result = simulate(sc, make_policy("edf"))
     check_invariants(sc, result)
     gang_runs_whole(sc, result)
+
+
+def test_a_template_with_gang_rows_generates_gang_jobs_with_their_due_dates(tmp_path):
+    """A template may give gang rows (its cluster has no nodes yet: their fit is checked on
+    the generated cluster); a job class whose only configuration is a gang gets its due date
+    from the gang's run time, and configurations the cluster cannot hold are left out."""
+    from andreas.sim.generate import WorkloadShape, generate, load_template
+
+    d = tmp_path / "tpl"
+    d.mkdir()
+    (d / "template.yaml").write_text("energy_price: 0.2\ngpu_types:\n"
+                                     "  A: {node_power_w: [100, 200]}\n")
+    (d / "profiles.csv").write_text("profile,gpu_type,gpus,seconds_per_epoch,nodes\n"
+                                    "s,A,1,2,\ng,A,2,5,2\ng,A,2,3,3\n")
+    (d / "job_classes.csv").write_text("job_class,profile,epochs\nS,s,10\nG,g,10\n")
+    template = load_template(d)
+    assert template.profiles.gangs == {"g": {("A", 2, 2): 5.0, ("A", 2, 3): 3.0}}
+    sc = generate(template, 2, seed=4, shape=WorkloadShape(lam=100.0, jobs_per_node=5,
+                                                           due_factor=(2.0, 2.0)))
+    assert sc.profiles.gangs == {"g": {("A", 2, 2): 5.0}}  # 3 nodes: not on 2
+    gang_jobs = [j for j in sc.jobs if j.profile == "g"]
+    assert gang_jobs
+    for j in gang_jobs:
+        assert j.due_date - j.submit_time == pytest.approx(2.0 * 5.0 * 10, abs=1e-3)
+    result = simulate(sc, make_policy("andreas", seed=1))
+    check_invariants(sc, result)
+    gang_runs_whole(sc, result)

@@ -8,6 +8,10 @@
 - gavel3-heavytail: gavel3 with heavy-tailed job lengths: each Gavel model in ten classes whose
   epochs are its gavel3 epochs x 0.25 (1 - u)^(-1/0.8) at u = 0.05, 0.15, ..., 0.95 (Pareto
   quantiles, shape 0.8: 0.27x to 10.5x), for the second hold-out (issue 42).
+- gavel3-gangs: gavel3 plus three of its models as gangs of 2 nodes x 4 GPUs (each epoch
+  2 x e2 times as fast as on one node, e2 the median 2-node efficiency Sia measured on 8-GPU
+  Ethernet nodes: src/andreas/data/catalogue/gang_scaling.csv) in job classes twice as
+  long, beside the seven one-node classes (issue 43).
 - concave3: the paper's profiles on three node types with concave and linear power tables:
   FAST (the paper's TESLA times, a concave table), MID (TESLA times x 1.35, linear), SLOW (the
   paper's TURING times). Synthetic power: a cluster unlike the paper's, not a measured one.
@@ -24,6 +28,7 @@ from pathlib import Path
 import yaml
 
 from andreas.catalogue import gpu_catalogue
+from andreas.sim.traces import two_node_efficiency
 
 HERE = Path(__file__).parent / "templates"
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,12 +41,15 @@ GAVEL_CLASSES = [  # model, epochs (1000 steps): fastest run 1.1-1.6 h
 
 
 def write(name: str, header: str, template: dict, profiles: list[list], classes: list[list]):
+    """A template folder; a profile row of five values gives its nodes (a gang)."""
     d = HERE / name
     d.mkdir(parents=True, exist_ok=True)
     (d / "template.yaml").write_text(header + yaml.safe_dump(template, sort_keys=False))
+    ganged = any(len(r) == 5 for r in profiles)
     with (d / "profiles.csv").open("w", newline="") as f:
-        csv.writer(f).writerows([["profile", "gpu_type", "gpus", "seconds_per_epoch"]]
-                                + profiles)
+        csv.writer(f).writerows([["profile", "gpu_type", "gpus", "seconds_per_epoch"]
+                                 + (["nodes"] if ganged else [])]
+                                + [r + [""] * (ganged and len(r) == 4) for r in profiles])
     with (d / "job_classes.csv").open("w", newline="") as f:
         csv.writer(f).writerows([["job_class", "profile", "epochs"]] + classes)
 
@@ -71,6 +79,14 @@ def gavel() -> None:
              for k, t in enumerate(tails)]
     write("gavel3-heavytail", header + "# Heavy-tailed lengths: each model's epochs x Pareto "
           "quantiles (shape 0.8).\n", {**base, "gpu_types": types}, rows, heavy)
+    e2 = two_node_efficiency()
+    gang_models = GAVEL_CLASSES[:3]
+    gangs = [[f"{r[0]} x2", r[1], 4, round(r[3] / (2 * e2), 3), 2] for r in rows
+             if r[2] == 4 and r[0] in {m for m, _ in gang_models}]
+    gang_classes = [[f"GG{i + 1}", f"{m} x2", 2 * e] for i, (m, e) in enumerate(gang_models)]
+    write("gavel3-gangs", header + f"# Three models also as gangs of 2 nodes x 4 GPUs, 2 x "
+          f"{e2:.4f} (Sia's 2-node efficiency) as fast as one node.\n",
+          {**base, "gpu_types": types}, rows + gangs, classes + gang_classes)
 
 
 def concave() -> None:

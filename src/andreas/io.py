@@ -656,8 +656,8 @@ def _gang_nodes(path: Path, line: int, text: str, cluster: Cluster, gpu_type: st
     if nodes < 1:
         raise ScenarioError(path, f"expected a node count >= 1, got {nodes}", line=line,
                             field=NODES_COLUMN)
-    if nodes == 1:
-        return 1
+    if nodes == 1 or not cluster.nodes:  # a generator template's cluster has no nodes yet
+        return nodes
     sizes = [n.gpus for n in cluster.nodes if n.gpu_type == gpu_type]
     if not any(size >= gpus for size in sizes):
         raise ScenarioError(path, f"a gang of {gpus} {gpu_type} GPUs per node, but the largest "

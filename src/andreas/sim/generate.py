@@ -170,6 +170,12 @@ def generate_paper_style(template: Template, n_nodes: int, seed: int,
                     restart_overhead_s)
 
 
+def gang_fits(cluster: Cluster, config: tuple[str, int, int]) -> bool:
+    """Whether `cluster` has enough nodes of a gang configuration's type with its GPUs."""
+    gpu_type, gpus, nodes = config
+    return sum(1 for n in cluster.nodes if n.gpu_type == gpu_type and n.gpus >= gpus) >= nodes
+
+
 def generate(template: Template, n_nodes: int, seed: int, shape: WorkloadShape = WorkloadShape(),
              restart_overhead_s: float | None = None) -> Scenario:
     """A workload of `shape` on `n_nodes` nodes of `template`; with the default shape, the
@@ -192,7 +198,9 @@ def generate(template: Template, n_nodes: int, seed: int, shape: WorkloadShape =
     for i in range(n_jobs):
         jc = template.job_classes[classes[i]]
         configs = template.profiles.configs(jc.profile)
-        times = [configs[c] * jc.epochs for c in feasible_configs(cluster, configs)]
+        times = [configs[c] * jc.epochs for c in feasible_configs(cluster, configs)] + [
+            spe * jc.epochs for c, spe in template.profiles.gangs.get(jc.profile, {}).items()
+            if gang_fits(cluster, c)]
         if not times:
             raise ScenarioError(template.name, f"job class {jc.name} has no allowed "
                                 f"configuration on a {n_nodes}-node cluster")
@@ -206,6 +214,10 @@ def generate(template: Template, n_nodes: int, seed: int, shape: WorkloadShape =
         jobs.append(Job(f"job{i:04d}", round(submit, 3), round(due, 3), float(weights[i]),
                         jc.epochs, jc.profile))
     used = {jc.profile for jc in template.job_classes}
-    profiles = Profiles({p: c for p, c in template.profiles.table.items() if p in used},
-                        power={p: c for p, c in template.profiles.power.items() if p in used})
+    given = template.profiles
+    profiles = Profiles({p: c for p, c in given.table.items() if p in used},
+                        power={p: c for p, c in given.power.items() if p in used},
+                        startup={p: c for p, c in given.startup.items() if p in used},
+                        gangs={p: {c: spe for c, spe in cs.items() if gang_fits(cluster, c)}
+                               for p, cs in given.gangs.items() if p in used})
     return Scenario(cluster, profiles, tuple(jobs), name=f"{template.name}-n{n_nodes}-s{seed}")

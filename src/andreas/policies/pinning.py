@@ -46,9 +46,10 @@ def without_pinned(snapshot: Snapshot, pins: dict[str, Assignment]) -> Snapshot:
 
 def decide(policy: Policy, snapshot: Snapshot) -> Plan:
     """`policy`'s decision on `snapshot`, with every running non-preemptible job kept where it
-    runs and every gang job planned whole by gangs.py (the drivers' one way to ask a policy). A wrapper that asks this of the policy it
-    wraps and needs the whole snapshot (the service's limits count the GPUs pinned jobs hold)
-    says so with a class attribute `pins_itself = True`."""
+    runs and every gang job planned whole by gangs.py (the drivers' one way to ask a policy).
+    A wrapper that asks this of the policy it wraps and needs the whole snapshot (the
+    service's limits count the GPUs pinned jobs hold) says so with a class attribute
+    `pins_itself = True`."""
     if getattr(policy, "pins_itself", False):
         return policy.decide(snapshot)
     if snapshot.profiles.gangs:  # gang jobs planned whole (gangs.py), the rest as below

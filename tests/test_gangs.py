@@ -2,6 +2,7 @@
 accounted node by node (sim/engine.py, cost.py), read and written in profiles.csv (io.py)."""
 
 from collections import defaultdict
+from dataclasses import replace
 
 import pytest
 from helpers import cluster, job, policy_with
@@ -354,3 +355,22 @@ def test_a_template_with_gang_rows_generates_gang_jobs_with_their_due_dates(tmp_
     result = simulate(sc, make_policy("andreas", seed=1))
     check_invariants(sc, result)
     gang_runs_whole(sc, result)
+
+
+def test_the_forward_checks_profiles_keep_start_ups_and_gangs_when_a_sample_adds_one():
+    """A sampled future may copy a finished job whose profile the snapshot lacks: the
+    profiles built for it keep the snapshot's start-ups and gangs (they were dropped)."""
+    from andreas.policies.arrivals import ArrivalLog
+    from andreas.policies.steps.forward_check import with_profiles_of
+
+    old = job("old", profile="gone")
+    log = ArrivalLog()
+    log.observe(Snapshot(0.0, two_by_two(), Profiles({"gone": {("A", 1): 2.0}}),
+                         (JobView(old, 3.0),)))
+    profiles = Profiles({"s": {("A", 1): 1.0}}, startup={"s": {("A", 1): 9.0}},
+                        gangs={"g": {("A", 2, 2): 10.0}})
+    snap = Snapshot(5.0, two_by_two(), profiles, (JobView(job("x", profile="s"), 3.0),))
+    wider = with_profiles_of(snap, log, [(replace(old, job_id="~s0"),)])
+    assert wider.profiles.table["gone"] == {("A", 1): 2.0}
+    assert wider.profiles.startup == {"s": {("A", 1): 9.0}}
+    assert wider.profiles.gangs == {"g": {("A", 2, 2): 10.0}}

@@ -58,7 +58,8 @@ def with_profiles_of(snapshot: Snapshot, history: ArrivalLog,
     profiles = Profiles({**table, **{p: history.profiles[p] for p in missing}},
                         snapshot.profiles.levels,
                         {**snapshot.profiles.power, **{p: history.power[p] for p in missing
-                                                       if p in history.power}})
+                                                       if p in history.power}},
+                        snapshot.profiles.startup, snapshot.profiles.gangs)
     return replace(snapshot, profiles=profiles)
 
 

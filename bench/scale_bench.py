@@ -74,6 +74,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("bench/scale.md"))
     ap.add_argument("--timeout", type=float, default=1800.0,
                     help="stop a run after this many seconds (reported as stopped)")
+    ap.add_argument("--no-gangs", action="store_true",
+                    help="import jobs over 8 GPUs as 8-GPU jobs doing proportionally more work "
+                         "(the import before gangs) instead of gangs of their real size")
     args = ap.parse_args()
     trace = args.trace or DATA / TRACES[args.kind]
     if not trace.exists():
@@ -86,11 +89,13 @@ def main() -> None:
         limit = ["--limit", str(args.jobs)] if args.jobs else []
         subprocess.run([sys.executable, "-m", "andreas", "import-trace", args.kind, str(trace),
                         "--cluster", str(cluster), "--out", str(scenario), "--skip-bad",
-                        *limit], check=True, capture_output=True)
+                        *limit, "--no-gangs" if args.no_gangs else "--gangs"], check=True,
+                       capture_output=True)
         jobs = sum(1 for _ in open(scenario / "workload.csv")) - 1
         what = f"the first {jobs:,}" if args.jobs else f"all {jobs:,}"
+        gangs = "as 8-GPU jobs (--no-gangs)" if args.no_gangs else "as gangs"
         lines = [f"# Scale: {what} {args.kind.capitalize()} jobs, 150 nodes × 8 GPUs "
-                 f"({'/'.join(types)})", "",
+                 f"({'/'.join(types)}), jobs over 8 GPUs {gangs}", "",
                  measured_line() + " Each run in a process of its own, on one core (`NAME/T`: "
                  "the passes on T threads).", "",
                  "| policy | wall s | peak RSS MB | decisions | restarts | tardy jobs | "

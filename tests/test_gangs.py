@@ -374,3 +374,33 @@ def test_the_forward_checks_profiles_keep_start_ups_and_gangs_when_a_sample_adds
     assert wider.profiles.table["gone"] == {("A", 1): 2.0}
     assert wider.profiles.startup == {"s": {("A", 1): 9.0}}
     assert wider.profiles.gangs == {"g": {("A", 2, 2): 10.0}}
+
+
+def test_the_job_helper_gives_rank_and_world_size_and_only_rank_0_writes(tmp_path, monkeypatch):
+    """A gang's ranks read RANK, WORLD_SIZE and LOCAL_RANK through the helper (0, 1, 0 outside
+    a gang); only rank 0 writes checkpoints and the progress file; every rank resumes from
+    rank 0's checkpoint."""
+    from andreas import job as helper
+
+    monkeypatch.setenv("ANDREAS_CHECKPOINT_DIR", str(tmp_path))
+    monkeypatch.delenv("ANDREAS_PROGRESS_URL", raising=False)
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    assert (helper.rank(), helper.world_size(), helper.local_rank(), helper.is_main()) == \
+        (0, 1, 0, True)
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    assert (helper.rank(), helper.world_size(), helper.is_main()) == (1, 2, False)
+    helper.save_bytes("state.bin", b"rank 1")
+    helper.progress(3)
+    assert not (tmp_path / "state.bin").exists()
+    assert helper.resume_epoch() == 0
+    monkeypatch.setenv("RANK", "0")
+    helper.save_bytes("state.bin", b"rank 0")
+    helper.progress(3)
+    monkeypatch.setenv("RANK", "1")
+    assert helper.load_bytes("state.bin") == b"rank 0" and helper.resume_epoch() == 3
+    monkeypatch.setenv("RANK", "one")
+    with pytest.raises(RuntimeError, match="RANK='one'"):
+        helper.rank()

@@ -6,7 +6,12 @@ The service (through its executor) starts a job with these environment variables
 - ``ANDREAS_CHECKPOINT_DIR``: a directory that survives pauses, moves and service restarts;
 - ``ANDREAS_PROGRESS_URL`` and ``ANDREAS_PROGRESS_TOKEN``: where to report epochs done;
 - ``ANDREAS_EPOCHS``: the number of epochs the job was submitted with;
-- ``CUDA_VISIBLE_DEVICES``: the GPUs it was given.
+- ``CUDA_VISIBLE_DEVICES``: the GPUs it was given;
+- for a gang over several nodes, the usual rendezvous variables ``RANK``, ``WORLD_SIZE``,
+  ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT`` (what ``torch.distributed`` and
+  ``mpi4py`` programs read): `rank()` and `world_size()` give them, 0 and 1 for a one-node
+  job. Rank 0 alone writes checkpoints and reports progress (`save_bytes` and `progress` do
+  nothing on the other ranks); every rank resumes from rank 0's checkpoint.
 
 A script checkpoints after each epoch, reports progress, and stops between steps once
 `should_stop()` is true (the service sends SIGTERM to pause or move it, then SIGKILL after a
@@ -40,7 +45,8 @@ import urllib.request
 from pathlib import Path
 
 __all__ = ["job_id", "checkpoint_dir", "epochs", "should_stop", "progress", "resume_epoch",
-           "save_bytes", "load_bytes", "install_stop_handler"]
+           "save_bytes", "load_bytes", "install_stop_handler", "rank", "world_size",
+           "local_rank", "is_main"]
 
 PROGRESS_FILE = "andreas-progress.json"
 _stop = threading.Event()
@@ -49,6 +55,34 @@ _handler_installed = False
 
 def job_id() -> str:
     return os.environ.get("ANDREAS_JOB_ID", "local")
+
+
+def _int_env(name: str, default: int) -> int:
+    value = os.environ.get(name, "")
+    try:
+        return int(value) if value else default
+    except ValueError:
+        raise RuntimeError(f"{name}={value!r}: expected a whole number") from None
+
+
+def rank() -> int:
+    """This process's rank in its gang (``RANK``); 0 for a one-node job."""
+    return _int_env("RANK", 0)
+
+
+def world_size() -> int:
+    """How many ranks the gang has (``WORLD_SIZE``); 1 for a one-node job."""
+    return _int_env("WORLD_SIZE", 1)
+
+
+def local_rank() -> int:
+    """This process's rank on its node (``LOCAL_RANK``); 0 for a one-node job."""
+    return _int_env("LOCAL_RANK", 0)
+
+
+def is_main() -> bool:
+    """Whether this process is rank 0: the one that writes checkpoints and reports progress."""
+    return rank() == 0
 
 
 def checkpoint_dir() -> Path:
@@ -91,8 +125,11 @@ def resume_epoch() -> int:
 
 
 def save_bytes(name: str, data: bytes) -> Path:
-    """Write a checkpoint file atomically: a pause in mid-write leaves the old one intact."""
+    """Write a checkpoint file atomically: a pause in mid-write leaves the old one intact.
+    On a rank other than 0 nothing is written (rank 0 writes the gang's checkpoint)."""
     target = checkpoint_dir() / name
+    if not is_main():
+        return target
     tmp = target.with_name(target.name + ".tmp")
     with open(tmp, "wb") as handle:
         handle.write(data)
@@ -114,7 +151,10 @@ def progress(epochs_done: float) -> None:
 
     The file is written first (the service reads it if a report cannot reach it); the report
     is then posted by a background thread, so the training loop never waits for the service.
-    Reports still queued when the script ends are sent before it exits (up to 2 s)."""
+    Reports still queued when the script ends are sent before it exits (up to 2 s). Only rank
+    0 reports (`is_main`): the other ranks of a gang return at once."""
+    if not is_main():
+        return
     save_bytes(PROGRESS_FILE, json.dumps({"epochs_done": epochs_done}).encode())
     if os.environ.get("ANDREAS_PROGRESS_URL"):
         _reporter().send(epochs_done)

@@ -201,6 +201,8 @@ def gang_scenarios(draw):
                     float(draw(st.integers(1, 30)))
     if not gangs and len([1 for _, t, _ in nodes if t == "A"]) >= 2:
         gangs[("A", 1, 2)] = 5.0
+    if not gangs and not table["g"]:  # a profile with no configuration: not a scenario
+        table["g"][("A", 1)] = 30.0
     jobs = []
     for i in range(draw(st.integers(1, 7))):
         submit = float(draw(st.integers(0, 300)))
@@ -404,3 +406,30 @@ def test_the_job_helper_gives_rank_and_world_size_and_only_rank_0_writes(tmp_pat
     monkeypatch.setenv("RANK", "one")
     with pytest.raises(RuntimeError, match="RANK='one'"):
         helper.rank()
+
+
+def test_andreas_account_recomputes_a_gang_run_from_segments_csv(tmp_path):
+    """Written and read back, the segments of a run with gangs (one per node, a restart
+    included) give every cost again, through the command line's `andreas account`."""
+    import json
+    import subprocess
+    import sys
+
+    from andreas.sim.output import recompute, write_result
+
+    profiles = Profiles({"s": {("A", 1): 1.0}}, startup={"g": {("A", 2, 2): 30.0}},
+                        gangs={"g": {("A", 2, 2): 10.0}})
+    jobs = (job("s1", epochs=100, profile="s"), job("g1", submit=10, due=200, epochs=20,
+                                                    profile="g"),
+            job("s2", submit=20, due=5000, epochs=200, profile="s"))
+    sc = Scenario(two_by_two(), profiles, jobs)
+    result = simulate(sc, make_policy("andreas", seed=1), first_start_overhead=True)
+    write_result(result, tmp_path / "out")
+    write_scenario(sc, tmp_path / "sc")
+    again = recompute(load_scenario(tmp_path / "sc"), tmp_path / "out")
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert again.total_cost == pytest.approx(summary["total_cost"], rel=1e-9)
+    assert any(s.phase == "restart" and s.job_id == "g1" for s in result.segments)
+    run = subprocess.run([sys.executable, "-m", "andreas", "account", str(tmp_path / "sc"),
+                          str(tmp_path / "out")], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr + run.stdout

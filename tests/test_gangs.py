@@ -433,3 +433,23 @@ def test_andreas_account_recomputes_a_gang_run_from_segments_csv(tmp_path):
     run = subprocess.run([sys.executable, "-m", "andreas", "account", str(tmp_path / "sc"),
                           str(tmp_path / "out")], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr + run.stdout
+
+
+def test_the_policy_sees_the_same_reduced_cluster_while_the_gangs_hold_the_same_gpus():
+    """The per-cluster tables of a policy are built per Cluster object: the cluster left
+    after the gangs is one object while what they hold does not change, a new one when it
+    does."""
+    profiles = gang_profiles()
+    sc = Scenario(two_by_two(extra_type=True), profiles, ())
+    seen = []
+
+    def inner(snap):
+        seen.append(snap.cluster)
+        return {}
+    g = JobView(job("g1", profile="g"), 3.0, Assignment("n1", 2, None, ("n2",)), True)
+    s1 = JobView(job("s1", profile="s"), 3.0)
+    gang_decide(inner, Snapshot(0.0, sc.cluster, profiles, (g, s1)))
+    gang_decide(inner, Snapshot(5.0, sc.cluster, profiles, (g, s1)))
+    gang_decide(inner, Snapshot(9.0, sc.cluster, profiles, (s1,)))  # the gang has ended
+    assert seen[0] is seen[1] and [n.name for n in seen[0].nodes] == ["b1"]
+    assert seen[2] is sc.cluster  # no gang job: the policy sees the snapshot as it is

@@ -204,15 +204,21 @@ class Cluster:
         return replace(self, tariff=None if self.tariff is None else self.tariff.from_time(t0),
                        carbon=None if self.carbon is None else self.carbon.from_time(t0))
 
-    @cached_property
+    @property
     def as_planned(self) -> "Cluster":
         """The cluster as policies see it: with a carbon price, the price they weigh energy by
         is the tariff plus the carbon price times the intensity (`priced_tariff`), so every
         estimate, score and step prices carbon through the one energy formula (the view keeps
         the intensity, for policies that read it, at a carbon price of 0: not counted twice).
-        Without a carbon price, this cluster itself (decisions exactly as without carbon)."""
+        Without a carbon price, this cluster itself (decisions exactly as without carbon; not
+        cached, which would make every cluster a reference cycle of its own)."""
         if self.carbon is None or self.carbon_price == 0.0:
             return self
+        return self._priced_view
+
+    @cached_property
+    def _priced_view(self) -> "Cluster":
+        assert self.carbon is not None
         tariff = priced_tariff(self.tariff or self.energy_price, self.carbon,
                                self.carbon_price * 1e-6)
         mean = tariff.mean(0.0, tariff.period_s - tariff.offset_s)

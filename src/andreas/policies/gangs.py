@@ -28,11 +28,13 @@ while its nodes drain.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import replace
 from typing import Callable
 
 from ..cost import job_saved_w, run_energy_cost, tardiness_cost
-from ..model import GangConfig
+from ..model import Cluster, GangConfig
 from .base import Assignment, JobView, Plan, Snapshot
 from .decision import Decision, Reason
 
@@ -167,12 +169,33 @@ def remaining(snapshot: Snapshot, plan: dict[str, Assignment],
             held[node] += a.gpus
     others = tuple(v for v in snapshot.jobs
                    if v.job.profile not in snapshot.profiles.gangs and v.job_id not in plan)
-    nodes = []
-    for n in snapshot.cluster.nodes:
-        gpus = 0 if n.name in reserved else n.gpus - held[n.name]
-        if gpus == n.gpus:
-            nodes.append(n)
-        elif gpus > 0:
-            nodes.append(replace(n, gpus=gpus))
-    return replace(snapshot, cluster=replace(snapshot.cluster, nodes=tuple(nodes)),
-                   jobs=others)
+    capacities = tuple(0 if n.name in reserved else n.gpus - held[n.name]
+                       for n in snapshot.cluster.nodes)
+    return replace(snapshot, cluster=_reduced(snapshot.cluster, capacities), jobs=others)
+
+
+_REDUCED: OrderedDict[tuple[int, tuple[int, ...]], tuple[Cluster, Cluster]] = OrderedDict()
+_REDUCED_KEEP = 8
+_LOCK = threading.Lock()
+
+
+def _reduced(cluster: Cluster, capacities: tuple[int, ...]) -> Cluster:
+    """`cluster` with node i holding `capacities[i]` GPUs (left out at 0). The same object
+    while the capacities do not change (gangs start and end far less often than decisions
+    are made): the policy's per-cluster tables (search/cluster_tables.py) are then built
+    once, not at every decision. A few are kept; each entry holds its cluster, so an id is
+    never reused while kept."""
+    key = (id(cluster), capacities)
+    with _LOCK:
+        kept = _REDUCED.get(key)
+        if kept is not None and kept[0] is cluster:
+            _REDUCED.move_to_end(key)
+            return kept[1]
+    nodes = tuple(n if gpus == n.gpus else replace(n, gpus=gpus)
+                  for n, gpus in zip(cluster.nodes, capacities) if gpus > 0)
+    reduced = replace(cluster, nodes=nodes)
+    with _LOCK:
+        _REDUCED[key] = (cluster, reduced)
+        while len(_REDUCED) > _REDUCED_KEEP:
+            _REDUCED.popitem(last=False)
+    return reduced

@@ -177,6 +177,11 @@ def test_profiles_round_trip_with_gangs_and_bad_gang_rows_name_line_and_field(tm
         text = str(err.value)
         assert f"profiles.csv:3: field '{field}'" in text, text
         assert words in text, text
+    path.write_text("profile,gpu_type,gpus,seconds_per_epoch,nodes,power_limit_w,gpu_power_w\n"
+                    "s,A,1,1,,,\ng,A,2,10,2,200,150\n")
+    with pytest.raises(ScenarioError, match="profiles.csv:3: field 'power_limit_w': a gang runs "
+                                            "at the default power limit"):
+        load_scenario(tmp_path / "sc")
 
 
 @st.composite

@@ -7,7 +7,9 @@ to the policy.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Protocol
 
 from ..errors import PlanError
@@ -259,3 +261,31 @@ class Policy(Protocol):
 def preempts(policy: Policy) -> bool:
     """Whether `policy` may stop a running job (see `Policy`); True unless it says not."""
     return bool(getattr(policy, "preempts", True))
+
+
+_REDUCED: OrderedDict[tuple[int, tuple[int, ...]], tuple[Cluster, Cluster]] = OrderedDict()
+_REDUCED_KEEP = 8
+_LOCK = threading.Lock()
+
+
+def with_capacities(cluster: Cluster, capacities: tuple[int, ...]) -> Cluster:
+    """`cluster` with node i holding `capacities[i]` GPUs (left out at 0): what a policy sees
+    once pinned jobs or gangs hold some GPUs (pinning.py, gangs.py). The same object while
+    the capacities do not change (they change far less often than decisions are made): the
+    policy's per-cluster tables (search/cluster_tables.py) are then built once, not at every
+    decision. A few are kept; each entry holds its cluster, so an id is
+    never reused while kept."""
+    key = (id(cluster), capacities)
+    with _LOCK:
+        kept = _REDUCED.get(key)
+        if kept is not None and kept[0] is cluster:
+            _REDUCED.move_to_end(key)
+            return kept[1]
+    nodes = tuple(n if gpus == n.gpus else replace(n, gpus=gpus)
+                  for n, gpus in zip(cluster.nodes, capacities) if gpus > 0)
+    reduced = replace(cluster, nodes=nodes)
+    with _LOCK:
+        _REDUCED[key] = (cluster, reduced)
+        while len(_REDUCED) > _REDUCED_KEEP:
+            _REDUCED.popitem(last=False)
+    return reduced

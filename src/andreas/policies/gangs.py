@@ -28,14 +28,12 @@ while its nodes drain.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import replace
 from typing import Callable
 
 from ..cost import job_saved_w, run_energy_cost, tardiness_cost
-from ..model import Cluster, GangConfig
-from .base import Assignment, JobView, Plan, Snapshot
+from ..model import GangConfig
+from .base import Assignment, JobView, Plan, Snapshot, with_capacities
 from .decision import Decision, Reason
 
 
@@ -69,9 +67,10 @@ def decide(decide_rest: Callable[[Snapshot], Plan], snapshot: Snapshot) -> Plan:
             for node in target.nodes:
                 free[node] -= target.gpus
             continue
-        reasons[v.job_id] = Reason("waiting_for_nodes", detail=waiting_for(snapshot, v))
+        cheapest = cheapest_possible(snapshot, v)
+        reasons[v.job_id] = Reason("waiting_for_nodes", detail=waiting_for(cheapest))
         if not reserved:
-            reserved = reservation(snapshot, v, free)
+            reserved = reservation(snapshot, cheapest, free)
     for v in snapshot.jobs:  # what runs on the reserved nodes keeps running, as it runs
         a = v.assignment
         if a is not None and v.job_id not in plan and a.node in reserved:
@@ -100,45 +99,47 @@ def _assignment(names: list[str], gpus: int) -> Assignment:
     return Assignment(names[0], gpus, None, tuple(names[1:]))
 
 
+def _least(snapshot: Snapshot, view: JobView,
+           nodes_for: Callable[[GangConfig], list[str]]) -> tuple[GangConfig, Assignment] | None:
+    """The configuration of `view`, and where, of least estimated cost (then shortest run)
+    when it starts now, among those for which `nodes_for(config)` names enough nodes (the
+    first ones are taken); None if none has enough."""
+    best: tuple[float, float, GangConfig, Assignment] | None = None
+    for config in snapshot.profiles.gang_configs(view.job.profile):
+        names = nodes_for(config)
+        if len(names) < config[2]:
+            continue
+        target = _assignment(names[:config[2]], config[1])
+        cost, run_s = _estimate(snapshot, view, config, target)
+        if best is None or (cost, run_s) < best[:2]:
+            best = (cost, run_s, config, target)
+    return None if best is None else best[2:]
+
+
 def best_start(snapshot: Snapshot, view: JobView, free: dict[str, int],
                reserved: frozenset[str]) -> Assignment | None:
     """Where `view` starts now at the least estimated cost on `free` GPUs outside `reserved`
-    nodes; None if no configuration of it fits."""
-    best: tuple[float, float, Assignment] | None = None
-    for config in snapshot.profiles.gang_configs(view.job.profile):
-        gpu_type, gpus, nodes = config
-        fits = sorted((free[n.name] - gpus, n.name) for n in snapshot.cluster.nodes
-                      if n.gpu_type == gpu_type and n.name not in reserved
-                      and free[n.name] >= gpus)
-        if len(fits) < nodes:
-            continue
-        target = _assignment([name for _, name in fits[:nodes]], gpus)
-        cost, run_s = _estimate(snapshot, view, config, target)
-        if best is None or (cost, run_s) < best[:2]:
-            best = (cost, run_s, target)
-    return None if best is None else best[2]
+    nodes, tightest fit first; None if no configuration of it fits."""
+    def fitting(config: GangConfig) -> list[str]:
+        gpu_type, gpus, _ = config
+        return [name for _, name in sorted(
+            (free[n.name] - gpus, n.name) for n in snapshot.cluster.nodes
+            if n.gpu_type == gpu_type and n.name not in reserved and free[n.name] >= gpus)]
+    found = _least(snapshot, view, fitting)
+    return None if found is None else found[1]
 
 
-def _cheapest_possible(snapshot: Snapshot, view: JobView) -> GangConfig | None:
+def cheapest_possible(snapshot: Snapshot, view: JobView) -> GangConfig | None:
     """The configuration of `view` with the least estimated cost if it started now, among
     those the cluster can ever hold (enough nodes of the type with enough GPUs)."""
-    best: tuple[float, float, GangConfig] | None = None
-    for config in snapshot.profiles.gang_configs(view.job.profile):
-        gpu_type, gpus, nodes = config
-        names = [n.name for n in snapshot.cluster.nodes
-                 if n.gpu_type == gpu_type and n.gpus >= gpus]
-        if len(names) < nodes:
-            continue
-        cost, run_s = _estimate(snapshot, view, config, _assignment(names[:nodes], gpus))
-        if best is None or (cost, run_s) < best[:2]:
-            best = (cost, run_s, config)
-    return None if best is None else best[2]
+    found = _least(snapshot, view, lambda config: [
+        n.name for n in snapshot.cluster.nodes if n.gpu_type == config[0] and n.gpus >= config[1]])
+    return None if found is None else found[0]
 
 
-def waiting_for(snapshot: Snapshot, view: JobView) -> str:
-    """What a gang that cannot start waits for, in words ("2 free nodes of V100 with 8 GPUs
-    each")."""
-    config = _cheapest_possible(snapshot, view)
+def waiting_for(config: GangConfig | None) -> str:
+    """What a gang that cannot start waits for, given its cheapest possible configuration, in
+    words ("2 free nodes of V100 with 8 GPUs each")."""
     if config is None:
         return "nodes this cluster does not have"
     gpu_type, gpus, nodes = config
@@ -146,10 +147,10 @@ def waiting_for(snapshot: Snapshot, view: JobView) -> str:
     return f"{nodes} {what} of {gpu_type} with {gpus} GPU{'s' if gpus > 1 else ''} each"
 
 
-def reservation(snapshot: Snapshot, view: JobView, free: dict[str, int]) -> frozenset[str]:
-    """The nodes kept for `view`, the first gang that cannot start: for its cheapest
-    configuration, the nodes of that type closest to having its GPUs free."""
-    config = _cheapest_possible(snapshot, view)
+def reservation(snapshot: Snapshot, config: GangConfig | None,
+                free: dict[str, int]) -> frozenset[str]:
+    """The nodes kept for the first gang that cannot start, given its cheapest possible
+    configuration: the nodes of that type closest to having its GPUs free."""
     if config is None:
         return frozenset()
     gpu_type, gpus, nodes = config
@@ -171,31 +172,5 @@ def remaining(snapshot: Snapshot, plan: dict[str, Assignment],
                    if v.job.profile not in snapshot.profiles.gangs and v.job_id not in plan)
     capacities = tuple(0 if n.name in reserved else n.gpus - held[n.name]
                        for n in snapshot.cluster.nodes)
-    return replace(snapshot, cluster=_reduced(snapshot.cluster, capacities), jobs=others)
-
-
-_REDUCED: OrderedDict[tuple[int, tuple[int, ...]], tuple[Cluster, Cluster]] = OrderedDict()
-_REDUCED_KEEP = 8
-_LOCK = threading.Lock()
-
-
-def _reduced(cluster: Cluster, capacities: tuple[int, ...]) -> Cluster:
-    """`cluster` with node i holding `capacities[i]` GPUs (left out at 0). The same object
-    while the capacities do not change (gangs start and end far less often than decisions
-    are made): the policy's per-cluster tables (search/cluster_tables.py) are then built
-    once, not at every decision. A few are kept; each entry holds its cluster, so an id is
-    never reused while kept."""
-    key = (id(cluster), capacities)
-    with _LOCK:
-        kept = _REDUCED.get(key)
-        if kept is not None and kept[0] is cluster:
-            _REDUCED.move_to_end(key)
-            return kept[1]
-    nodes = tuple(n if gpus == n.gpus else replace(n, gpus=gpus)
-                  for n, gpus in zip(cluster.nodes, capacities) if gpus > 0)
-    reduced = replace(cluster, nodes=nodes)
-    with _LOCK:
-        _REDUCED[key] = (cluster, reduced)
-        while len(_REDUCED) > _REDUCED_KEEP:
-            _REDUCED.popitem(last=False)
-    return reduced
+    return replace(snapshot, cluster=with_capacities(snapshot.cluster, capacities),
+                   jobs=others)

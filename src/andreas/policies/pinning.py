@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .base import Assignment, Plan, Policy, Snapshot, preempts
+from .base import Assignment, Plan, Policy, Snapshot, preempts, with_capacities
 from .decision import Decision
 from .gangs import decide as decide_with_gangs
 
@@ -38,9 +38,8 @@ def without_pinned(snapshot: Snapshot, pins: dict[str, Assignment]) -> Snapshot:
     for a in pins.values():
         for node in a.nodes:
             held[node] = held.get(node, 0) + a.gpus
-    nodes = tuple(replace(n, gpus=n.gpus - held.get(n.name, 0)) for n in snapshot.cluster.nodes
-                  if n.gpus > held.get(n.name, 0))
-    return replace(snapshot, cluster=replace(snapshot.cluster, nodes=nodes),
+    capacities = tuple(n.gpus - held.get(n.name, 0) for n in snapshot.cluster.nodes)
+    return replace(snapshot, cluster=with_capacities(snapshot.cluster, capacities),
                    jobs=tuple(v for v in snapshot.jobs if v.job_id not in pins))
 
 

@@ -33,7 +33,7 @@ from ..catalogue import canonical_gpu, catalogue_profiles_path, gang_scaling_pat
 from ..errors import ScenarioError
 from ..io import csv_rows, feasible_configs, read_profiles
 from ..model import Cluster, Job, Profiles, Scenario
-from .generate import WEIGHT_RANGE
+from .generate import WEIGHT_RANGE, gang_fits
 
 REFERENCE_GPU = "P100"
 DUE_FACTORS = (1.2, 2.0, 10.0)
@@ -225,8 +225,7 @@ def _gang_job(tj: TraceJob, cluster: Cluster, configs, nodes: int, g: int, effic
     speedup = nodes * efficiency
     usable = {}
     for (gpu_type, gpus), spe in configs.items():
-        holding = sum(1 for n in cluster.nodes if n.gpu_type == gpu_type and n.gpus >= g)
-        if gpus == g and gpu_type in allowed and holding >= nodes:
+        if gpus == g and gpu_type in allowed and gang_fits(cluster, (gpu_type, g, nodes)):
             usable[(gpu_type, g, nodes)] = spe / speedup
     if not usable:
         report.skipped_no_room += 1

@@ -794,6 +794,14 @@ def write_scenario(scenario: Scenario, directory: str | Path) -> None:
         w.writerow(PROFILE_COLUMNS + (POWER_LIMIT_COLUMNS if profiles.levels else ())
                    + tuple(own) + ((NODES_COLUMN,) if ganged else ()))
         nodes_cell = [""] if ganged else []
+        blanks = ["", ""] if profiles.levels else []
+
+        def plain_row(profile: str, key: tuple, spe: float, nodes: list[str]) -> None:
+            """A row without a power limit: its own draw and start-up where given."""
+            mine = [values.get(profile, {}).get(key) for values in own.values()]
+            w.writerow([profile, key[0], key[1], _number(spe)] + blanks
+                       + ["" if v is None else _number(v) for v in mine] + nodes)
+
         for profile, configs in profiles.table.items():
             for (gpu_type, gpus), spe in configs.items():
                 for lv in profiles.power_levels(profile, (gpu_type, gpus)):
@@ -801,18 +809,10 @@ def write_scenario(scenario: Scenario, directory: str | Path) -> None:
                                 _number(lv.limit_w), _number(lv.gpu_power_w)]
                                + [""] * len(own) + nodes_cell)
                 if not profiles.power_levels(profile, (gpu_type, gpus)):
-                    blanks = ["", ""] if profiles.levels else []
-                    mine = [values.get(profile, {}).get((gpu_type, gpus))
-                            for values in own.values()]
-                    w.writerow([profile, gpu_type, gpus, _number(spe)] + blanks
-                               + ["" if v is None else _number(v) for v in mine] + nodes_cell)
+                    plain_row(profile, (gpu_type, gpus), spe, nodes_cell)
         for profile, gang_configs in profiles.gangs.items():
-            for (gpu_type, gpus, nodes), spe in gang_configs.items():
-                blanks = ["", ""] if profiles.levels else []
-                mine = [values.get(profile, {}).get((gpu_type, gpus, nodes))
-                        for values in own.values()]
-                w.writerow([profile, gpu_type, gpus, _number(spe)] + blanks
-                           + ["" if v is None else _number(v) for v in mine] + [str(nodes)])
+            for key, spe in gang_configs.items():
+                plain_row(profile, key, spe, [str(key[2])])
     with (directory / WORKLOAD_FILE).open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         flags = [name for name, default in WORKLOAD_FLAGS_DEFAULTS.items()

@@ -265,22 +265,27 @@ def test_a_plain_scenario_is_planned_as_before():
         pinning.decide_with_gangs = original
 
 
-def test_the_service_refuses_gang_profiles_it_cannot_start(tmp_path):
-    """The executors start one process per job on one node: a gang profile in the service's
-    profiles.csv is one clear error naming the file and field, not a gang run on one node."""
+def test_the_service_reads_gang_profiles_and_the_ray_executor_refuses_them(tmp_path):
+    """The local and slurm executors start gangs: a gang row of the service's profiles.csv is
+    read as one. The ray executor does not yet: one clear error naming the file and field."""
     from conftest import write_service_files
 
     from andreas.service.config import read_service_config
 
-    service = write_service_files(tmp_path, nodes="nodes:\n  - {name: n1, gpu_type: fast, gpus: 2}"
-                                  "\n  - {name: n3, gpu_type: fast, gpus: 2}\n")
-    profiles = service.parent / "profiles.csv"
-    profiles.write_text("profile,gpu_type,gpus,seconds_per_epoch,nodes\n"
-                        "mlp,fast,1,0.3,\nbig,fast,2,0.1,2\n")
-    with pytest.raises(ScenarioError) as info:
-        read_service_config(service)
-    text = str(info.value)
-    assert "profiles.csv" in text and "field 'nodes'" in text and "'big'" in text, text
+    nodes = ("nodes:\n  - {name: n1, gpu_type: fast, gpus: 2}\n"
+             "  - {name: n3, gpu_type: fast, gpus: 2}\n")
+    for executor in ("local", "ray"):
+        service = write_service_files(tmp_path / executor, nodes=nodes, executor=executor)
+        (service.parent / "profiles.csv").write_text(
+            "profile,gpu_type,gpus,seconds_per_epoch,nodes\nmlp,fast,1,0.3,\nbig,fast,2,0.1,2\n")
+        if executor == "local":
+            assert dict(read_service_config(service).profiles.gangs["big"]) == {
+                ("fast", 2, 2): 0.1}
+            continue
+        with pytest.raises(ScenarioError) as info:
+            read_service_config(service)
+        text = str(info.value)
+        assert "profiles.csv" in text and "field 'nodes'" in text and "'big'" in text, text
 
 
 def test_the_bound_refuses_gangs_in_one_line():

@@ -672,11 +672,14 @@ def _gang_nodes(path: Path, line: int, text: str, cluster: Cluster, gpu_type: st
 
 
 def feasible_configs(cluster: Cluster, configs: dict[tuple[str, int], float] | Any) -> list:
-    """Configurations of a profile that at least one node can host."""
+    """Configurations of a profile that the cluster can host: a (type, GPUs) one on one node
+    of its type with that many GPUs; a gang's (type, GPUs per node, nodes) on that many."""
     largest: dict[str, int] = {}
     for node in cluster.nodes:
         largest[node.gpu_type] = max(largest.get(node.gpu_type, 0), node.gpus)
-    return [c for c in configs if c[1] <= largest.get(c[0], 0)]
+    return [c for c in configs if c[1] <= largest.get(c[0], 0) and (
+        len(c) < 3 or sum(1 for n in cluster.nodes
+                          if n.gpu_type == c[0] and n.gpus >= c[1]) >= c[-1])]
 
 
 def read_workload(path: Path, cluster: Cluster, profiles: Profiles) -> tuple[Job, ...]:

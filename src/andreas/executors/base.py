@@ -42,14 +42,31 @@ class LaunchRequest:
     #: the unprivileged OS account the command runs as (executors/identity.py); None: the
     #: executor's own (only where the operator set jobs_as_service_user)
     user: str | None = None
+    #: a gang's other nodes, rank 1 on, with their GPU indices (`node` and `gpu_indices` are
+    #: rank 0's); empty for a run on one node
+    more_nodes: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
-    def launcher_argv(self, exit_with_parent: bool = False) -> list[str]:
+    @property
+    def places(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        """(node, GPU indices) of every rank, rank 0's first."""
+        return ((self.node, self.gpu_indices), *self.more_nodes)
+
+    def launcher_argv(self, exit_with_parent: bool = False,
+                      gang: tuple[str, ...] = ()) -> list[str]:
         """The wrapper command line (see `andreas.executors.launch`); `exit_with_parent`: the
-        job stops when the process that starts the wrapper dies."""
+        job stops when the process that starts the wrapper dies. A gang's wrapper runs the
+        rank launcher (`andreas.executors.gang`) with `gang`'s arguments (where the ranks
+        go), which starts the job's command once per node as the job's account."""
+        command: tuple[str, ...] = self.command
+        user = self.user
+        if self.more_nodes:
+            command = (sys.executable, "-m", "andreas.executors.gang", *gang,
+                       *(("--user", user) if user else ()), "--", *command)
+            user = None  # the rank launcher switches; it keeps the wrapper's privileges
         return [sys.executable, "-m", "andreas.executors.launch", "--run-dir", str(self.run_dir),
                 "--lock", str(self.lock_path), "--log", str(self.log_path),
-                *(["--user", self.user] if self.user else []),
-                *(["--exit-with-parent"] if exit_with_parent else []), "--", *self.command]
+                *(["--user", user] if user else []),
+                *(["--exit-with-parent"] if exit_with_parent else []), "--", *command]
 
 
 def job_environment(inherited: Mapping[str, str], job_env: Mapping[str, str],

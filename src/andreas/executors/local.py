@@ -32,7 +32,10 @@ class LocalExecutor:
     def start(self, request: LaunchRequest) -> dict:
         request.run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         env = job_environment(os.environ, request.env, request.gpu_indices, self._hidden)
-        proc = subprocess.Popen(request.launcher_argv(), cwd=request.workdir or None, env=env,
+        places = tuple(f"--place={node}={','.join(map(str, gpus))}"
+                       for node, gpus in request.places)  # a gang's ranks: processes here
+        proc = subprocess.Popen(request.launcher_argv(gang=places), cwd=request.workdir or None,
+                                env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)
         self._children[proc.pid] = proc

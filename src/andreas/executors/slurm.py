@@ -5,7 +5,9 @@ is the GRES type, catalogued names matched as elsewhere (``v100`` is V100). A st
 `sbatch` of a one-line batch script that `exec`s the usual launch wrapper
 (`andreas.executors.launch`), pinned to the planned node and GPU count (``--nodelist``,
 ``--gres=gpu:TYPE:k``), so checkpoints, progress posts and exit status work as with the other
-executors; Slurm sets CUDA_VISIBLE_DEVICES. A pause or move is ``scancel --signal=TERM
+executors; Slurm sets CUDA_VISIBLE_DEVICES. A gang is one Slurm job over its planned nodes
+(``--nodes=n``, ``--gres`` per node) whose wrapper starts the ranks with ``srun``, one task
+per node (`andreas.executors.gang`). A pause or move is ``scancel --signal=TERM
 --full`` (every process of the job gets SIGTERM, the job checkpoints), then plain `scancel`
 after the grace period. Runs are found again by their Slurm job id (or by their name,
 ``andreas-run-<run id>``, if the service died between `sbatch` and recording it), so a
@@ -154,15 +156,18 @@ class SlurmExecutor:
         request.run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         script = request.run_dir / "slurm-batch.sh"
         script.write_text("#!/bin/sh\n# written by ANDREAS: the launch wrapper, as this job\n"
-                          "exec " + shlex.join(request.launcher_argv()) + "\n")
+                          "exec " + shlex.join(request.launcher_argv(gang=("--slurm",))) + "\n")
         env = job_environment(os.environ, request.env, request.gpu_indices, self._hidden)
         del env["CUDA_VISIBLE_DEVICES"]  # Slurm sets it to the GPUs it gives the job
         gres_type = self._gres_type.get(request.node)
         gres = f"gpu:{gres_type}:{len(request.gpu_indices)}" if gres_type else \
             f"gpu:{len(request.gpu_indices)}"
+        nodes = len(request.places)  # a gang: one task per node, `srun` starts them all
         argv = ["sbatch", "--parsable", f"--job-name={NAME_PREFIX}{request.run_id}",
-                f"--comment={COMMENT}", f"--nodelist={request.node}", "--nodes=1",
-                "--ntasks=1", "--cpus-per-task=1", f"--gres={gres}", "--no-requeue",
+                f"--comment={COMMENT}",
+                f"--nodelist={','.join(node for node, _ in request.places)}",
+                f"--nodes={nodes}", f"--ntasks={nodes}", "--ntasks-per-node=1",
+                "--cpus-per-task=1", f"--gres={gres}", "--no-requeue",
                 f"--chdir={request.workdir or request.run_dir}",
                 f"--output={request.run_dir / 'slurm.out'}", "--export=ALL"]
         if self.partition:

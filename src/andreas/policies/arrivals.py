@@ -40,15 +40,19 @@ class ArrivalLog:
         if trims:  # to the newest `window`
             newest = sorted(self.seen.items(), key=lambda kv: kv[1][0])[-self.window:]
             self.seen = dict(newest)
-            self.jobs = {k: self.jobs[k] for k in self.seen}
+            self.jobs = {k: self.jobs[k] for k in self.seen if k in self.jobs}
             kept = {j.profile for j in self.jobs.values()}
             self.profiles = {p: c for p, c in self.profiles.items() if p in kept}
             self.power = {p: c for p, c in self.power.items() if p in kept}
 
     def _add(self, snapshot: Snapshot, view: JobView) -> None:
         configs = snapshot.profiles.configs(view.job.profile)
-        work = view.job.epochs * min(g * spe for (_, g), spe in configs.items())
+        gangs = snapshot.profiles.gangs.get(view.job.profile, {})
+        work = view.job.epochs * min([g * spe for (_, g), spe in configs.items()]
+                                     + [g * n * spe for (_, g, n), spe in gangs.items()])
         self.seen[view.job_id] = (view.job.submit_time, work)
+        if not configs:  # a gang alone: its load counts; sampled arrivals run on one node
+            return
         self.jobs[view.job_id] = view.job
         self.profiles[view.job.profile] = dict(configs)  # picklable
         if view.job.profile in snapshot.profiles.power:

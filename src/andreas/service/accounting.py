@@ -12,7 +12,8 @@ from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence
 
 from ..cost import tardiness_cost
-from ..model import Cluster, Job, Node
+from ..model import Cluster, Job, Node, config_key
+from .db import run_places
 from .energy import modelled_costs, run_segments
 from .states import JobState
 from .store import Store
@@ -50,12 +51,21 @@ class Accounting:
         power = {j.id: own for j in jobs if (own := self.own_power(j))}
         startup = {j.id: own for j in jobs if (own := self.own_startup(j))}
         return cluster, [seg for r in runs if (r.ended_at or now) > r.started_at
-                         for seg in run_segments(
-                             cluster, r.job_id, r.node, r.gpu_type, len(r.gpu_indices),
-                             r.started_at, r.ended_at if r.ended_at is not None else now,
-                             (r.epochs_at_end or 0.0) - r.epochs_at_start,
-                             power.get(r.job_id, {}).get((r.gpu_type, len(r.gpu_indices))),
-                             startup.get(r.job_id, {}).get((r.gpu_type, len(r.gpu_indices))))]
+                         for seg in self._run_segments(cluster, r, now, power, startup)]
+
+    @staticmethod
+    def _run_segments(cluster: Cluster, r: Any, now: float, power: Mapping[str, Mapping],
+                      startup: Mapping[str, Mapping]) -> list:
+        """One run's stretches: on each node it holds (a gang's every node, as the simulator
+        charges it), its epochs counted once, on rank 0's node."""
+        places = run_places(r)
+        config = config_key(r.gpu_type, len(r.gpu_indices), len(places))
+        return [seg for rank, (node, indices) in enumerate(places)
+                for seg in run_segments(
+                    cluster, r.job_id, node, r.gpu_type, len(indices), r.started_at,
+                    r.ended_at if r.ended_at is not None else now,
+                    (r.epochs_at_end or 0.0) - r.epochs_at_start if rank == 0 else 0.0,
+                    power.get(r.job_id, {}).get(config), startup.get(r.job_id, {}).get(config))]
 
     def measured(self) -> dict:
         """Costs so far from the runs' busy intervals (modelled energy) and completions."""
@@ -99,7 +109,8 @@ class Accounting:
         known = {n.name for n in cluster.nodes}
         gone: dict[str, Node] = {}
         for r in runs:
-            if r.node not in known:
-                gpus = max(len(r.gpu_indices), gone[r.node].gpus if r.node in gone else 1)
-                gone[r.node] = Node(r.node, r.gpu_type, gpus)
+            for node, indices in run_places(r):
+                if node not in known:
+                    gpus = max(len(indices), gone[node].gpus if node in gone else 1)
+                    gone[node] = Node(node, r.gpu_type, gpus)
         return replace(cluster, nodes=tuple(cluster.nodes) + tuple(gone.values()))

@@ -7,6 +7,7 @@ created and changed only by the Alembic migrations in `andreas/service/migration
 from __future__ import annotations
 
 from pathlib import Path  # noqa: F401  (the type comment of JobRow.upload)
+from typing import Any
 
 from sqlalchemy import JSON, Boolean, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -104,6 +105,16 @@ class RunRow(Base):
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     energy_j: Mapped[float | None] = mapped_column(Float, nullable=True)  # NVML, if measured
     nvml_start_mj: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    # a gang's other nodes, rank 1 on: [{"node": name, "gpu_indices": [...]}, ...]; None for
+    # a run on one node (`node` and `gpu_indices` are rank 0's)
+    more_nodes: Mapped[list | None] = mapped_column(JSON, nullable=True)
+
+
+def run_places(run: Any) -> list[tuple[str, list[int]]]:
+    """Where a run (a RunRow, or a row of its columns) holds GPUs: (node, GPU indices) per
+    node, rank 0's first; one pair for a run on one node."""
+    return [(run.node, list(run.gpu_indices))] + [
+        (p["node"], list(p["gpu_indices"])) for p in (run.more_nodes or ())]
 
 
 class ProgressRow(Base):

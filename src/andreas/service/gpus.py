@@ -7,6 +7,7 @@ from typing import Iterable
 from sqlalchemy.orm import Session
 
 from ..executors import NodeInfo
+from .db import run_places
 from .store import runs as run_rows
 
 
@@ -16,8 +17,9 @@ def gpu_holders(s: Session, owned: set[str] | None) -> dict[str, dict[str, str]]
     held: dict[str, dict[str, str]] = {}
     for run in run_rows.live_runs(s):
         shown = run.job_id if owned is None or run.job_id in owned else "busy"
-        for i in run.gpu_indices:
-            held.setdefault(run.node, {})[str(i)] = shown
+        for node, indices in run_places(run):
+            for i in indices:
+                held.setdefault(node, {})[str(i)] = shown
     return held
 
 

@@ -17,11 +17,12 @@ from starlette.concurrency import run_in_threadpool
 from ..catalogue import canonical_gpu
 from ..clock import iso_utc
 from ..io import feasible_configs
+from ..model import config_key
 from .config import ServiceConfig
-from .db import JobRow, RunRow, User
+from .db import JobRow, RunRow, User, run_places
 from .plan_board import PlanBoard, PlanInfo
 from .refused import Refused
-from .schemas import MAX_RUN_S, MIN_RUN_S, JobOut, JobSubmit, RunOut
+from .schemas import MAX_RUN_S, MIN_RUN_S, JobOut, JobSubmit, RankPlace, RunOut
 from .services import Services
 from .states import (
     CANCELLED_MESSAGE,
@@ -229,18 +230,27 @@ def validate_submission(config: ServiceConfig, body: JobSubmit, now: float,
         if body.profile not in config.profiles.table:
             known = ", ".join(sorted(config.profiles.table)) or "none configured"
             bad(f"profile: unknown profile {body.profile!r}; expected one of {known}")
-        configs = dict(config.profiles.configs(body.profile))
+        configs: dict = {**config.profiles.configs(body.profile),
+                         **config.profiles.gangs.get(body.profile, {})}
         inline: list[dict] | None = None
     else:
         assert body.inline_profile is not None  # exactly one of the two, checked above
-        inline, configs = [], {}
+        inline = []
         for i, row in enumerate(body.inline_profile):
             gpu_type = canonical_gpu(row.gpu_type) or row.gpu_type
             if gpu_type not in cluster.gpu_types:
                 bad(f"inline_profile[{i}].gpu_type: unknown GPU type {row.gpu_type!r}; "
                     f"expected one of {', '.join(sorted(cluster.gpu_types))}")
-            configs[(gpu_type, row.gpus)] = row.seconds_per_epoch
+            configs[config_key(gpu_type, row.gpus, row.nodes)] = row.seconds_per_epoch
+            if row.nodes > 1 and config.executor == "ray":
+                bad(f"inline_profile[{i}].nodes: the ray executor does not start gangs over "
+                    "several nodes yet (docs/gangs.md); expected nodes 1")
+            if row.nodes > 1 and cluster.nodes and not feasible_configs(
+                    cluster, [(gpu_type, row.gpus, row.nodes)]):
+                bad(f"inline_profile[{i}].nodes: no {row.nodes} nodes of {gpu_type} with "
+                    f"{row.gpus} GPUs each in the cluster; expected a gang it can hold")
             inline.append({"gpu_type": gpu_type, "gpus": row.gpus,
+                           **({"nodes": row.nodes} if row.nodes > 1 else {}),
                            "seconds_per_epoch": row.seconds_per_epoch,
                            **{k: v for k, v in (("power_w", row.power_w),
                                                 ("startup_s", row.startup_s)) if v is not None}})
@@ -258,17 +268,19 @@ def validate_submission(config: ServiceConfig, body: JobSubmit, now: float,
     return _row(body, command, due, weight, inline, now, default_name)
 
 
-def check_run_times(body: JobSubmit, configs: dict[tuple[str, int], float]) -> None:
+def check_run_times(body: JobSubmit, configs: dict) -> None:
     """Every configuration's whole run (epochs x seconds per epoch) is a time the planner can
     divide by and a forecast can date: between MIN_RUN_S and MAX_RUN_S; else a 422 naming the
     fields. Each field alone may be in range and their product not (0.001 epochs of 5e-324 s
     is a run of exactly 0 s, which once stopped every user's planning)."""
     where = "profile" if body.profile is not None else "inline_profile"
-    for (gpu_type, gpus), spe in configs.items():
+    for key, spe in configs.items():
+        gpu_type, gpus, nodes = (*key, 1)[:3]
         run = body.epochs * spe
+        on = f"{gpus} {gpu_type}" + (f" on each of {nodes} nodes" if nodes > 1 else "")
         if not MIN_RUN_S <= run <= MAX_RUN_S:
             raise Refused(422, f"epochs x {where} seconds_per_epoch: {body.epochs:g} epochs of "
-                               f"{spe:g} s on {gpus} {gpu_type} is a run of {run:g} s; expected "
+                               f"{spe:g} s on {on} is a run of {run:g} s; expected "
                                f"{MIN_RUN_S:g} s to {MAX_RUN_S:g} s (ten years)")
 
 
@@ -293,6 +305,7 @@ def _row(body: JobSubmit, command: list[str], due: float, weight: float, inline,
 
 def run_out(r: RunRow) -> RunOut:
     return RunOut(id=r.id, node=r.node, gpu_type=r.gpu_type, gpu_indices=r.gpu_indices,
+                  more_nodes=[RankPlace(node=n, gpu_indices=i) for n, i in run_places(r)[1:]],
                   state=r.state, started_at=r.started_at, ended_at=r.ended_at,
                   epochs_at_start=r.epochs_at_start, epochs_at_end=r.epochs_at_end,
                   stop_reason=r.stop_reason, exit_code=r.exit_code)

@@ -26,7 +26,7 @@ from .events import event
 from .folders import FolderRefused, refused_write
 from .job_accounts import JobAccounts, read_job_file
 from .learning import speed_factor, speed_spread, startup_s
-from .snapshots import DONE_EPS, job_configs
+from .snapshots import DONE_EPS, job_configs, job_gangs, run_config
 from .states import CANCELLED_MESSAGE, JobState, RunEnd, RunState, after_run
 from .store import Store, hash_token, must_get, new_token
 from .store import runs as run_rows
@@ -123,15 +123,16 @@ class Runs:
         if not self.config.learn:
             return False
         s.flush()
-        base = job_configs(self.config, job, learned=False)
+        base: dict = {**job_configs(self.config, job, learned=False),
+                      **job_gangs(self.config, job, learned=False)}
         reports, runs = run_rows.progress_reports(s, job.id), run_rows.runs_of(s, job.id)
-        profiled = {r.id: base.get((r.gpu_type, len(r.gpu_indices))) for r in runs}
+        profiled = {r.id: base.get(run_config(r)) for r in runs}
         factor = speed_factor(reports, profiled)
         job.speed_spread = speed_spread(reports, profiled)
         # its start-up, from each run's first report at the speed learned so far
         speed = job.speed_factor if factor is None else factor
         job.startup_s = startup_s(runs, reports, {
-            r.id: spe * speed if (spe := base.get((r.gpu_type, len(r.gpu_indices)))) else None
+            r.id: spe * speed if (spe := base.get(run_config(r))) else None
             for r in runs})
         if factor is None:
             return False
@@ -203,20 +204,29 @@ class Runs:
 
     # ------------------------------------------------------------------ starts
     def start(self, job_id: str, assignment: Assignment) -> None:
-        """Start a run of `job_id` as `assignment` says: recorded, then launched."""
-        node = next((n for n in self.executor.nodes() if n.name == assignment.node), None)
-        if node is None:  # the node left the cluster since the snapshot (a Ray node lost)
-            log.warning("job %s: node %s is gone; planning again", job_id, assignment.node)
-            self.wake("node-lost")
-            return
+        """Start a run of `job_id` as `assignment` says (on every node of a gang): recorded,
+        then launched."""
+        known = {n.name: n for n in self.executor.nodes()}
+        places: list[tuple[NodeInfo, list[int]]] = []
+        for name in assignment.nodes:
+            node = known.get(name)
+            if node is None:  # the node left the cluster since the snapshot (a Ray node lost)
+                log.warning("job %s: node %s is gone; planning again", job_id, name)
+                self.wake("node-lost")
+                return
+            with self.store.session() as s:
+                held = run_rows.gpus_held(s, name)
+            indices = [i for i in node.gpu_indices if i not in held][:assignment.gpus]
+            if len(indices) < assignment.gpus:  # a GPU is still held by a run that is exiting
+                log.warning("job %s: not enough free GPUs on %s yet", job_id, name)
+                self.wake("retry")
+                return
+            places.append((node, indices))
+        node, indices = places[0]
+        more = [{"node": n.name, "gpu_indices": list(i)} for n, i in places[1:]]
+        more_nodes = tuple((n.name, tuple(i)) for n, i in places[1:])
         with self.store.session() as s:
-            held = run_rows.gpus_held(s, node.name)
             owner, workdir = run_rows.owner_and_workdir(s, job_id)
-        indices = [i for i in node.gpu_indices if i not in held][:assignment.gpus]
-        if len(indices) < assignment.gpus:  # a GPU is still held by a run that is exiting
-            log.warning("job %s: not enough free GPUs on %s yet", job_id, node.name)
-            self.wake("retry")
-            return
         job_dir = self.config.job_dir(job_id)
         try:  # before a run is recorded: a data folder that refuses writes records none
             account = self.accounts.prepare(job_dir, owner, workdir)
@@ -232,7 +242,7 @@ class Runs:
             run = RunRow(job_id=job_id, node=node.name, gpu_type=node.gpu_type,
                          gpu_indices=list(indices), state=RunState.STARTING,
                          token_hash=hash_token(token), started_at=now,
-                         epochs_at_start=job.epochs_done)
+                         epochs_at_start=job.epochs_done, more_nodes=more or None)
             s.add(run)
             s.flush()
             run_id = run.id
@@ -240,13 +250,16 @@ class Runs:
             job.state = JobState.RUNNING
             if job.first_started_at is None:
                 job.first_started_at = now
-            request = self._launch_request(job, run_id, node, indices, token, account)
+            request = self._launch_request(job, run_id, node, indices, token, account,
+                                           more_nodes)
         self._launch(request, was, node, account)
 
     def _launch_request(self, job: JobRow, run_id: int, node: NodeInfo, indices: list[int],
-                        token: str, account: str | None) -> LaunchRequest:
+                        token: str, account: str | None,
+                        more_nodes: tuple[tuple[str, tuple[int, ...]], ...] = ()
+                        ) -> LaunchRequest:
         job_dir = self.config.job_dir(job.id)
-        return LaunchRequest(
+        return LaunchRequest(more_nodes=more_nodes,
             run_id=run_id, job_id=job.id, node=node.name, gpu_indices=tuple(indices),
             command=tuple(job.command), workdir=job.workdir,
             env={"ANDREAS_JOB_ID": job.id, "ANDREAS_RUN_ID": str(run_id),
@@ -262,7 +275,9 @@ class Runs:
     def _launch(self, request: LaunchRequest, was: tuple, node: NodeInfo,
                 account: str | None) -> None:
         run_id, job_id, indices = request.run_id, request.job_id, list(request.gpu_indices)
-        nvml = self.meter.read_mj(indices) if self.meter else None
+        # every rank's GPUs (a gang's "nodes" on the local executor are this machine's)
+        nvml = self.meter.read_mj(sorted({i for _, gpus in request.places for i in gpus})) \
+            if self.meter else None
         try:
             handle = self.executor.start(request)
         except NodeLost as exc:  # not the job's fault: planned again on the nodes left
@@ -294,8 +309,8 @@ class Runs:
             run.handle, run.nvml_start_mj = handle, nvml
             if run.state == RunState.STARTING:
                 run.state = RunState.RUNNING
-        event("start", job_id, run=run_id, node=node.name, gpus=len(indices),
-              gpu_type=node.gpu_type, user=account)
+        event("start", job_id, run=run_id, node=",".join(n for n, _ in request.places),
+              gpus=len(indices), gpu_type=node.gpu_type, user=account)
 
     def _refused(self, job_id: str, refused: FolderRefused) -> NoReturn:
         """The data folder refused a write while starting `job_id`: the job keeps waiting with

@@ -21,7 +21,7 @@ from typing import Callable
 
 from ..executors import Executor
 from ..model import Job, Profiles
-from ..policies.base import Assignment, JobView, Snapshot, stops_job
+from ..policies.base import JobView, Snapshot, stops_job
 from ..policies.decision import Reason
 from ..sim.forecast import JobForecast
 from .accounting import Accounting
@@ -37,10 +37,12 @@ from .snapshots import (
     SnapshotRead,
     cluster_of,
     job_configs,
+    job_gangs,
     job_power,
     job_startup,
     operator_values,
     read_snapshot,
+    run_assignment,
 )
 from .store import Store
 from .store import queue as queue_rows
@@ -159,7 +161,7 @@ class Scheduler:
         proposal, read = self._decide_without_culprits(read, reasons)
         plan, running = proposal.plan, read.running
         changed = [(job_id, run.id) for job_id, run in running.items()
-                   if stops_job(Assignment(run.node, len(run.gpu_indices)), plan.get(job_id))]
+                   if stops_job(run_assignment(run), plan.get(job_id))]
         moved = {j for j, _ in changed if j in plan}
         self.runs.stop([c for c in changed if c[0] not in moved], "pause")
         self.runs.stop([c for c in changed if c[0] in moved], "move")
@@ -178,8 +180,7 @@ class Scheduler:
         """The planner's decision; when it fails, the waiting job that alone makes it fail
         (planner.culprit) is failed with the reason and the rest decided again, up to
         MAX_CULPRITS jobs a tick. Returns the decision and the snapshot it was made on."""
-        current = {job_id: Assignment(run.node, len(run.gpu_indices))
-                   for job_id, run in read.running.items()}
+        current = {job_id: run_assignment(run) for job_id, run in read.running.items()}
         for _ in range(MAX_CULPRITS):
             try:
                 return self.planner.decide(read.snapshot, current, reasons, read.owners,
@@ -246,7 +247,8 @@ class Scheduler:
         snapshot: Snapshot = replace(read.snapshot, profiles=Profiles(
             {**known.table, key: job_configs(self.config, job)}, known.levels,
             {**known.power, key: job_power(self.config, job)},
-            {**known.startup, key: job_startup(self.config, job)}),
+            {**known.startup, key: job_startup(self.config, job)},
+            {**known.gangs, key: job_gangs(self.config, job)}),
             jobs=(*read.snapshot.jobs, view))
         owners = {**read.owners, job.id: owner}
         spread = (None if self.config.forecast_spread is None

@@ -44,7 +44,9 @@ class Strict(BaseModel):
 class ProfileRow(Strict):
     gpu_type: Text = Field(description="GPU type name, e.g. V100 (case-insensitive)",
                            max_length=100)
-    gpus: int = Field(ge=1, le=1024)
+    gpus: int = Field(ge=1, le=1024, description="GPUs (per node, for a gang)")
+    nodes: int = Field(1, ge=1, le=1024, description="nodes: above 1, a gang that runs on "
+                                                     "all of them together (docs/gangs.md)")
     seconds_per_epoch: float = Field(gt=0, le=1e9)
     power_w: float | None = Field(None, gt=0, le=1e5,
                                   description="measured draw of each GPU while the job trains "
@@ -116,11 +118,18 @@ ERROR_RESPONSES: dict[int | str, dict] = {  # JSON also on routes that answer pl
     )}
 
 
+class RankPlace(BaseModel):
+    node: str
+    gpu_indices: list[int]
+
+
 class RunOut(BaseModel):
     id: int
     node: str
     gpu_type: str
     gpu_indices: list[int]
+    more_nodes: list[RankPlace] = Field(default_factory=list,
+                                        description="a gang's other nodes, rank 1 on")
     state: str
     started_at: float
     ended_at: float | None

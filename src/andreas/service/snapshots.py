@@ -15,10 +15,10 @@ from typing import Any, Callable, Mapping
 from ..catalogue import canonical_gpu
 from ..executors import Executor
 from ..io import feasible_configs
-from ..model import Cluster, Job, Node, Profiles
+from ..model import Cluster, Job, Node, Profiles, config_key
 from ..policies.base import Assignment, JobView, Snapshot
 from .config import ServiceConfig
-from .db import RunRow
+from .db import RunRow, run_places
 from .store import Store
 from .store import queue as queue_rows
 from .store import runs as run_rows
@@ -49,13 +49,20 @@ def cluster_of(config: ServiceConfig, executor: Executor, planned: bool = False)
     return replace(config.cluster.as_planned if planned else config.cluster, nodes=nodes)
 
 
+def _inline_key(row: Mapping[str, Any]) -> Any:
+    """The configuration an inline profile row gives: (type, GPUs), or a gang's (type, GPUs
+    per node, nodes) (`model.config_key`)."""
+    return config_key(canonical_gpu(row["gpu_type"]) or row["gpu_type"], int(row["gpus"]),
+                      int(row.get("nodes") or 1))
+
+
 def job_configs(config: ServiceConfig, job: Any, learned: bool = True
                 ) -> dict[tuple[str, int], float]:
-    """Seconds per epoch by (GPU type, GPU count) for a job (a JobRow, or a row of its
-    columns), scaled by what was learned."""
+    """Seconds per epoch by (GPU type, GPU count) on one node for a job (a JobRow, or a row
+    of its columns), scaled by what was learned. Its gangs: `job_gangs`."""
     if job.inline_profile:
-        table = {(canonical_gpu(r["gpu_type"]) or r["gpu_type"], int(r["gpus"])):
-                 float(r["seconds_per_epoch"]) for r in job.inline_profile}
+        table = {k: float(r["seconds_per_epoch"]) for r in job.inline_profile
+                 if len(k := _inline_key(r)) == 2}
     else:
         assert job.profile_name is not None  # a job has a profile name or inline rows
         table = dict(config.profiles.configs(job.profile_name))
@@ -63,13 +70,39 @@ def job_configs(config: ServiceConfig, job: Any, learned: bool = True
     return {k: v * factor for k, v in table.items()}
 
 
+def job_gangs(config: ServiceConfig, job: Any, learned: bool = True
+              ) -> dict[tuple[str, int, int], float]:
+    """Seconds per epoch by (GPU type, GPUs per node, nodes) of a job's gangs (docs/gangs.md),
+    scaled by what was learned; empty for a job that runs on one node."""
+    if job.inline_profile:
+        table = {k: float(r["seconds_per_epoch"]) for r in job.inline_profile
+                 if len(k := _inline_key(r)) == 3}
+    else:
+        table = dict(config.profiles.gangs.get(job.profile_name or "", {}))
+    factor = job.speed_factor if learned else 1.0
+    return {k: v * factor for k, v in table.items()}
+
+
+def run_config(run: Any) -> Any:
+    """The configuration a run (a RunRow, or a row of its columns) ran in, as `Profiles`
+    keys it: (type, GPUs), or a gang's (type, GPUs per node, nodes)."""
+    return config_key(run.gpu_type, len(run.gpu_indices), 1 + len(run.more_nodes or ()))
+
+
+def run_assignment(run: RunRow) -> Assignment:
+    """A live run as the policy's `Assignment`: its node and GPU count, a gang's other
+    nodes."""
+    return Assignment(run.node, len(run.gpu_indices),
+                      more_nodes=tuple(node for node, _ in run_places(run)[1:]))
+
+
 def job_power(config: ServiceConfig, job: Any) -> dict[tuple[str, int], float]:
     """Each configuration's measured draw per GPU for a job (a JobRow, or a row of its
     columns) where its profile gives one (`power_w`): its named profile's or its inline rows'.
     Configurations without one draw the power table's."""
     if job.inline_profile:
-        return {(canonical_gpu(r["gpu_type"]) or r["gpu_type"], int(r["gpus"])):
-                float(r["power_w"]) for r in job.inline_profile if r.get("power_w")}
+        return {_inline_key(r): float(r["power_w"]) for r in job.inline_profile
+                if r.get("power_w")}
     if job.profile_name is None:
         return {}
     return dict(config.profiles.power.get(job.profile_name, {}))
@@ -92,13 +125,15 @@ def job_startup(config: ServiceConfig, job: Any) -> dict[tuple[str, int], float]
     inline rows' or named profile's `startup_s`. Configurations without one take the
     cluster's `restart_overhead_s`."""
     learned = getattr(job, "startup_s", None)
+    rows: dict
     if job.inline_profile:
-        rows = {(canonical_gpu(r["gpu_type"]) or r["gpu_type"], int(r["gpus"])): r
-                for r in job.inline_profile}
+        rows = {_inline_key(r): r for r in job.inline_profile}
         given = {c: float(r["startup_s"]) for c, r in rows.items()
                  if r.get("startup_s") is not None}
     else:
-        rows = dict(config.profiles.configs(job.profile_name)) if job.profile_name else {}
+        rows = ({**config.profiles.configs(job.profile_name),
+                 **config.profiles.gangs.get(job.profile_name, {})}
+                if job.profile_name else {})
         given = dict(config.profiles.startup.get(job.profile_name, {})) \
             if job.profile_name else {}
     if learned is not None:
@@ -123,6 +158,7 @@ def read_snapshot(store: Store, executor: Executor, config: ServiceConfig,
     cluster = whole = cluster_of(config, executor, planned=True)
     held: dict[str, int] = {}
     views, table, running = [], {}, {}
+    gangs: dict[str, dict[tuple[str, int, int], float]] = {}
     power: dict[str, dict[tuple[str, int], float]] = {}
     startups: dict[str, dict[tuple[str, int], float]] = {}
     spread: dict[str, float] = {}
@@ -134,14 +170,15 @@ def read_snapshot(store: Store, executor: Executor, config: ServiceConfig,
         owners = queue_rows.active_owners(s)
     for job in jobs:
         run = live.get(job.id)
-        if run is not None and run.node not in known:
+        if run is not None and any(node not in known for node, _ in run_places(run)):
             # its node left the cluster (a Ray node lost) and the run is not yet reconciled
             # as ended: planned once it is, restarted from its checkpoint
             continue
         remaining = float(job.epochs) - job.epochs_done
         if remaining <= DONE_EPS:
             if run is not None:  # finishing: its GPUs stay taken until it exits
-                held[run.node] = held.get(run.node, 0) + len(run.gpu_indices)
+                for node, indices in run_places(run):
+                    held[node] = held.get(node, 0) + len(indices)
                 continue
             # every epoch reported, but no run ended it (killed after its last checkpoint):
             # a run that resumes from the checkpoint ends it; planned as one epoch, it would
@@ -153,13 +190,15 @@ def read_snapshot(store: Store, executor: Executor, config: ServiceConfig,
         key = profile_key(job)
         if key not in table:
             table[key] = job_configs(config, job)
+            if gang := job_gangs(config, job):
+                gangs[key] = gang
             if own := job_power(config, job):
                 power[key] = own
             if startup := job_startup(config, job):
                 startups[key] = startup
         assignment = None
         if run is not None:
-            assignment = Assignment(run.node, len(run.gpu_indices))
+            assignment = run_assignment(run)
             running[job.id] = run
         views.append(JobView(Job(job.id, job.submitted_at, job.due_date, job.weight,
                                  float(job.epochs), key, preemptible=job.preemptible,
@@ -171,12 +210,14 @@ def read_snapshot(store: Store, executor: Executor, config: ServiceConfig,
         cluster = replace(cluster, nodes=tuple(
             Node(n.name, n.gpu_type, max(0, n.gpus - held.get(n.name, 0)))
             for n in cluster.nodes))
-    views, drained_out = leave_out_drained_out(views, table, whole, drained)
+    views, drained_out = leave_out_drained_out(
+        views, {k: {**c, **gangs.get(k, {})} for k, c in table.items()}, whole, drained)
     if drained:  # a drained node offers only the GPUs its running jobs hold
         cluster = _drained_offer_held_gpus(cluster, views, drained)
     # real processes pay the restart overhead on their first start too (the interpreter,
     # loading data): the holds, the plan and the forecast all count it
-    snapshot = Snapshot(now, cluster, Profiles(table, power=power, startup=startups),
+    snapshot = Snapshot(now, cluster, Profiles(table, power=power, startup=startups,
+                                               gangs=gangs),
                         tuple(views), first_start_overhead=True)
     return SnapshotRead(snapshot, running, owners, drained, drained_out, spread)
 
@@ -186,8 +227,8 @@ def _drained_offer_held_gpus(cluster: Cluster, views: list[JobView],
     running_there: dict[str, int] = {}
     for v in views:
         if v.assignment is not None:
-            running_there[v.assignment.node] = running_there.get(
-                v.assignment.node, 0) + v.assignment.gpus
+            for node in v.assignment.nodes:
+                running_there[node] = running_there.get(node, 0) + v.assignment.gpus
     return replace(cluster, nodes=tuple(
         Node(n.name, n.gpu_type, min(n.gpus, running_there.get(n.name, 0)))
         if n.name in drained else n for n in cluster.nodes

@@ -102,15 +102,19 @@ def forecast(snapshot: Snapshot, plan: Plan, policy: Policy, *,
 
 def at_speeds(snapshot: Snapshot, factors: Mapping[str, float]) -> Snapshot:
     """`snapshot` with each job's seconds per epoch times `factors[job_id]` (1 if absent): each
-    job on a profile of its own (`~job_id`), its power limits, own draws and start-ups kept."""
+    job on a profile of its own (`~job_id`), its power limits, own draws, start-ups and gangs
+    kept."""
     profiles = snapshot.profiles
     table = dict(profiles.table)
     levels, power, startup = dict(profiles.levels), dict(profiles.power), dict(profiles.startup)
+    gangs = dict(profiles.gangs)
     views = []
     for view in snapshot.jobs:
         name, key = view.job.profile, f"~{view.job_id}"
         factor = factors.get(view.job_id, 1.0)
         table[key] = {c: spe * factor for c, spe in profiles.configs(name).items()}
+        if name in profiles.gangs:
+            gangs[key] = {c: spe * factor for c, spe in profiles.gangs[name].items()}
         if name in profiles.levels:
             levels[key] = {c: tuple(replace(lv, seconds_per_epoch=lv.seconds_per_epoch * factor)
                                     for lv in ls) for c, ls in profiles.levels[name].items()}
@@ -119,7 +123,7 @@ def at_speeds(snapshot: Snapshot, factors: Mapping[str, float]) -> Snapshot:
                 own[key] = dict(given[name])
         views.append(JobView(replace(view.job, profile=key), view.remaining_epochs,
                              view.assignment, view.started, view.restart_remaining_s))
-    return replace(snapshot, profiles=Profiles(table, levels, power, startup),
+    return replace(snapshot, profiles=Profiles(table, levels, power, startup, gangs),
                    jobs=tuple(views))
 
 

@@ -172,8 +172,7 @@ def generate_paper_style(template: Template, n_nodes: int, seed: int,
 
 def gang_fits(cluster: Cluster, config: tuple[str, int, int]) -> bool:
     """Whether `cluster` has enough nodes of a gang configuration's type with its GPUs."""
-    gpu_type, gpus, nodes = config
-    return sum(1 for n in cluster.nodes if n.gpu_type == gpu_type and n.gpus >= gpus) >= nodes
+    return bool(feasible_configs(cluster, [config]))
 
 
 def generate(template: Template, n_nodes: int, seed: int, shape: WorkloadShape = WorkloadShape(),

@@ -88,7 +88,7 @@ def cost_rows(s: Session) -> tuple[Sequence[Any], Sequence[Any]]:
                             JobRow.profile_name, JobRow.inline_profile)).all()
     runs = s.execute(select(RunRow.job_id, RunRow.node, RunRow.gpu_type, RunRow.gpu_indices,
                             RunRow.started_at, RunRow.ended_at, RunRow.epochs_at_start,
-                            RunRow.epochs_at_end, RunRow.energy_j)).all()
+                            RunRow.epochs_at_end, RunRow.energy_j, RunRow.more_nodes)).all()
     return jobs, runs
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from ..db import JobRow, ProgressRow, RunRow, User
+from ..db import JobRow, ProgressRow, RunRow, User, run_places
 from ..states import LIVE_RUN_STATES, WAITING_STATES
 
 
@@ -49,16 +49,17 @@ def cancelled_waiting(s: Session) -> list[JobRow]:
 
 
 def gpus_held(s: Session, node: str) -> set[int]:
-    """The GPU indices that live runs hold on `node`."""
+    """The GPU indices that live runs hold on `node` (a gang's on each of its nodes)."""
     held: set[int] = set()
-    for indices in s.scalars(select(RunRow.gpu_indices).where(
-            RunRow.node == node, RunRow.state.in_(LIVE_RUN_STATES))):
-        held.update(indices)
+    for run in live_runs(s):
+        for name, indices in run_places(run):
+            if name == node:
+                held.update(indices)
     return held
 
 
 def live_gpu_indices(s: Session) -> dict[str, list[int]]:
-    """Job id -> the GPU indices its live run holds."""
+    """Job id -> the GPU indices its live run holds (rank 0's node's, for a gang)."""
     return dict(s.execute(select(RunRow.job_id, RunRow.gpu_indices)
                           .where(RunRow.state.in_(LIVE_RUN_STATES))).all())
 

@@ -25,7 +25,10 @@ Two ways in:
 - ``--slurm``: on the first node of a Slurm allocation, this picks a free port and hands the
   ranks to ``srun`` (one task per node, ``--kill-on-bad-exit``), whose tasks come back here
   as ``--slurm-task`` and read their rank from Slurm's variables (``SLURM_PROCID``, ...);
-  Slurm sets each node's CUDA_VISIBLE_DEVICES.
+  Slurm sets each node's CUDA_VISIBLE_DEVICES;
+- ``--rank I --world N --master ADDR:PORT --node NAME``: one rank, the others started on their
+  own nodes (the ray executor: an actor per node, each running one of these); the executor
+  watches the ranks and ends the gang when one dies.
 
 With ``--user NAME`` the ranks run as that unprivileged account, as the wrapper's ``--user``
 runs a one-node job.
@@ -214,6 +217,20 @@ def run_slurm_task(command: list[str], user: str | None, port: int) -> int:
     return ranks.wait()
 
 
+def run_one_rank(rank: int, world: int, master: str, node: str, command: list[str],
+                 user: str | None) -> int:
+    """One rank on this node, the others started elsewhere as well (the ray executor: an
+    actor per node); this node's CUDA_VISIBLE_DEVICES as the executor set it."""
+    account, identity_env = _account(user)
+    addr, _, port = master.rpartition(":")
+    env = {**os.environ, **identity_env,
+           **rank_environment(rank, world, node, os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+                              addr, int(port))}
+    ranks = Ranks()
+    ranks.start(command, env, account)
+    return ranks.wait()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="andreas-gang")
     where = parser.add_mutually_exclusive_group(required=True)
@@ -221,6 +238,11 @@ def main(argv: list[str] | None = None) -> int:
                        help="NODE=GPU,GPU...: one rank there (in rank order)")
     where.add_argument("--slurm", action="store_true", help="the ranks through srun")
     where.add_argument("--slurm-task", action="store_true", help=argparse.SUPPRESS)
+    where.add_argument("--rank", type=int, help="this node's rank alone (with --world, "
+                       "--master and --node): the other ranks start elsewhere")
+    parser.add_argument("--world", type=int, default=1, help="with --rank: the ranks")
+    parser.add_argument("--master", default="127.0.0.1:0", help="with --rank: ADDR:PORT")
+    parser.add_argument("--node", default="", help="with --rank: this node's name")
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--user", default=None, help="run the ranks as this OS user")
     parser.add_argument("command", nargs=argparse.REMAINDER)
@@ -233,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
             return end_as(run_local(args.place, command, args.user))
         if args.slurm:
             return end_as(run_slurm(command, args.user))
+        if args.rank is not None:
+            return end_as(run_one_rank(args.rank, args.world, args.master, args.node, command,
+                                       args.user))
         return end_as(run_slurm_task(command, args.user, args.port))
     except (OSError, IdentityError) as exc:
         print(f"andreas: cannot start the gang's ranks: {exc}", file=sys.stderr, flush=True)

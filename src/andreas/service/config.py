@@ -175,12 +175,6 @@ def read_service_config(path: str | Path) -> ServiceConfig:
             raise ScenarioError(base / text("profiles"), "GPU power limits are supported by the "
                                 "simulator only, for now (the executors do not set them); "
                                 "expected no power_limit_w values", field="power_limit_w")
-        if profiles.gangs and executor == "ray":
-            raise ScenarioError(base / text("profiles"), f"profile "
-                                f"{sorted(profiles.gangs)[0]!r} is a gang over several nodes, "
-                                "which the local and slurm executors start but the ray "
-                                "executor does not yet (docs/gangs.md); expected no nodes "
-                                "above 1", field="nodes")
 
     indices: dict[str, tuple[int, ...]] = {}
     item = doc.get("gpu_indices")

@@ -265,27 +265,21 @@ def test_a_plain_scenario_is_planned_as_before():
         pinning.decide_with_gangs = original
 
 
-def test_the_service_reads_gang_profiles_and_the_ray_executor_refuses_them(tmp_path):
-    """The local and slurm executors start gangs: a gang row of the service's profiles.csv is
-    read as one. The ray executor does not yet: one clear error naming the file and field."""
+def test_the_service_reads_gang_profiles_for_every_executor(tmp_path):
+    """Every executor starts gangs: a gang row of the service's profiles.csv is read as one
+    (it was refused while the executors started one process per job)."""
     from conftest import write_service_files
 
     from andreas.service.config import read_service_config
 
     nodes = ("nodes:\n  - {name: n1, gpu_type: fast, gpus: 2}\n"
              "  - {name: n3, gpu_type: fast, gpus: 2}\n")
-    for executor in ("local", "ray"):
+    for executor in ("local", "ray", "slurm"):
         service = write_service_files(tmp_path / executor, nodes=nodes, executor=executor)
         (service.parent / "profiles.csv").write_text(
             "profile,gpu_type,gpus,seconds_per_epoch,nodes\nmlp,fast,1,0.3,\nbig,fast,2,0.1,2\n")
-        if executor == "local":
-            assert dict(read_service_config(service).profiles.gangs["big"]) == {
-                ("fast", 2, 2): 0.1}
-            continue
-        with pytest.raises(ScenarioError) as info:
-            read_service_config(service)
-        text = str(info.value)
-        assert "profiles.csv" in text and "field 'nodes'" in text and "'big'" in text, text
+        assert dict(read_service_config(service).profiles.gangs["big"]) == {
+            ("fast", 2, 2): 0.1}
 
 
 def test_the_bound_refuses_gangs_in_one_line():
@@ -463,3 +457,36 @@ def test_the_policy_sees_the_same_reduced_cluster_while_the_gangs_hold_the_same_
     gang_decide(inner, Snapshot(9.0, sc.cluster, profiles, (s1,)))  # the gang has ended
     assert seen[0] is seen[1] and [n.name for n in seen[0].nodes] == ["b1"]
     assert seen[2] is sc.cluster  # no gang job: the policy sees the snapshot as it is
+
+
+def test_submit_options_make_one_inline_row_or_say_which_option_is_wrong():
+    from andreas.client_cli import _inline_row
+    from andreas.errors import AndreasError
+
+    assert _inline_row("mlp", None, None, 1, None) is None
+    assert _inline_row(None, "V100", 8, 2, 30.0) == [
+        {"gpu_type": "V100", "gpus": 8, "seconds_per_epoch": 30.0, "nodes": 2}]
+    assert _inline_row(None, "V100", 2, 1, 5.0) == [
+        {"gpu_type": "V100", "gpus": 2, "seconds_per_epoch": 5.0}]
+    with pytest.raises(AndreasError, match="missing: --gpus, --seconds-per-epoch"):
+        _inline_row(None, "V100", None, 2, None)
+    with pytest.raises(AndreasError, match="give --profile or --gpus, --nodes, not both"):
+        _inline_row("mlp", None, 4, 2, None)
+
+
+def test_the_service_charges_a_gangs_run_on_every_node_as_the_simulator_does():
+    """A service run of a 2-node gang (the store's more_nodes) costs what the simulator's
+    segments of the same stretch cost: 200 W on each node for 360 s, epochs counted once."""
+    from types import SimpleNamespace
+
+    from andreas.service.accounting import Accounting
+
+    run = SimpleNamespace(job_id="g1", node="n1", gpu_type="A", gpu_indices=[0, 1],
+                          more_nodes=[{"node": "n2", "gpu_indices": [0, 1]}], started_at=0.0,
+                          ended_at=360.0, epochs_at_start=0.0, epochs_at_end=36.0)
+    accounts = Accounting(None, two_by_two, clock=lambda: 360.0)  # type: ignore[arg-type]
+    _, segments = accounts.segments([run], 360.0, jobs=[])
+    assert sorted((s.node, s.gpus, s.epochs) for s in segments) == [
+        ("n1", 2, 36.0), ("n2", 2, 0.0)]
+    cost = account_segments(two_by_two(), (job("g1", epochs=36, profile="g"),), segments)
+    assert cost.energy_cost == pytest.approx(2 * 200 * 360 / 3.6e6 * PRICE, rel=1e-12)

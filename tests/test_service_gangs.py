@@ -1,9 +1,10 @@
 """Gangs run for real (docs/gangs.md): a job of a 2-node profile trains with
 ``torch.distributed`` (examples/train_ddp.py, DistributedDataParallel over gloo) as two ranks
-on the two planned nodes, on the local executor and on a real local Slurm (two slurmd on this
-machine). A pause (the service stopping its jobs as it shuts down) reaches both ranks, which
-stop at the same step; the next service resumes both from rank 0's checkpoint; a killed rank
-brings the whole gang back from its checkpoint; every epoch trains exactly once."""
+on the two planned nodes, on the local executor, on a real local Slurm (two slurmd on this
+machine) and on a real local Ray cluster (two raylets on this machine). A pause (the service
+stopping its jobs as it shuts down) reaches both ranks, which stop at the same step; the next
+service resumes both from rank 0's checkpoint; a killed rank brings the whole gang back from
+its checkpoint; every epoch trains exactly once."""
 
 from __future__ import annotations
 
@@ -12,8 +13,15 @@ import signal
 
 import psutil
 import pytest
-from conftest import EXAMPLES, assert_each_epoch_once, wait_for, write_service_files
+from conftest import (
+    EXAMPLES,
+    assert_each_epoch_once,
+    epoch_lines,
+    wait_for,
+    write_service_files,
+)
 from fastapi.testclient import TestClient
+from test_service_ray import _own_ray_cluster, _stop_ray_cluster
 
 from andreas.executors.slurm_sandbox import LocalSlurm
 from andreas.service.api import create_app
@@ -41,18 +49,41 @@ def slurm_two(tmp_path_factory):
         yield cluster
 
 
-@pytest.fixture(params=["local", "slurm"])
+@pytest.fixture(scope="module")
+def ray_two():
+    """A real Ray cluster of its own: a head without GPUs and two nodes of one `fast` GPU."""
+    address, session = _own_ray_cluster(workers=2)
+    try:
+        yield address
+    finally:
+        _stop_ray_cluster(session)
+
+
+@pytest.fixture(params=["local", "slurm", "ray"])
 def gang_service(request, tmp_path):
     """The config of a service whose only profile is a 2-node gang, and its two nodes."""
     if request.param == "slurm":
         request.getfixturevalue("slurm_two")
         path = write_service_files(tmp_path, nodes="", executor="slurm")
         nodes = {"g1", "g2"}
+    elif request.param == "ray":
+        address = request.getfixturevalue("ray_two")
+        path = write_service_files(tmp_path, nodes="", executor="ray",
+                                   extra=f"ray_address: '{address}'\n")
+        nodes = None  # Ray names them: the two with GPUs
     else:
         path = write_service_files(tmp_path, nodes=TWO_NODES)
         nodes = {"n1", "n2"}
     (path.parent / "profiles.csv").write_text(GANG_PROFILE)
     return read_service_config(path), nodes
+
+
+def node_names(client, expected: set[str] | None) -> set[str]:
+    """The two nodes the gang must run on: `expected`, or those the service reports (Ray
+    names its nodes itself)."""
+    found = {n["name"] for n in client.get("/nodes", headers=ADMIN).json()}
+    assert len(found) == 2 and (expected is None or found == expected), found
+    return found
 
 
 def submit(client) -> str:
@@ -107,14 +138,20 @@ def check_every_run_is_a_gang(client, job_id, nodes: set[str]) -> list[dict]:
     return runs
 
 
+def start_gang(client, expected: set[str] | None) -> tuple[set[str], str]:
+    """The gang's two nodes and its job, once it has trained 2 epochs with a rank on each."""
+    nodes = node_names(client, expected)
+    job_id = submit(client)
+    wait_running(client, job_id, 2)
+    assert {r.environ()["ANDREAS_NODE"] for r in ranks(job_id).values()} == nodes
+    return nodes, job_id
+
+
 def test_a_gang_is_paused_and_resumed_from_its_checkpoint_on_both_nodes(gang_service):
-    config, nodes = gang_service
+    config, expected = gang_service
     with TestClient(create_app(config, admin_token="admin-secret",
                                stop_jobs_on_exit=True)) as client:
-        job_id = submit(client)
-        wait_running(client, job_id, 2)
-        planned = {r.environ()["ANDREAS_NODE"] for r in ranks(job_id).values()}
-        assert planned == nodes  # a rank on each planned node
+        nodes, job_id = start_gang(client, expected)
     # the service stopped its jobs as it shut down: both ranks got SIGTERM and agreed to stop
     wait_for(lambda: not ranks(job_id), timeout=60, what="both ranks to stop")
     with TestClient(create_app(config, admin_token="admin-secret")) as client:
@@ -127,11 +164,10 @@ def test_a_gang_is_paused_and_resumed_from_its_checkpoint_on_both_nodes(gang_ser
 
 
 def test_a_killed_rank_brings_the_gang_back_from_its_checkpoint(gang_service):
-    config, nodes = gang_service
+    config, expected = gang_service
     with TestClient(create_app(config, admin_token="admin-secret",
                                stop_jobs_on_exit=True)) as client:
-        job_id = submit(client)
-        wait_running(client, job_id, 2)
+        nodes, job_id = start_gang(client, expected)
         partner = ranks(job_id)[0]
         os.kill(ranks(job_id)[1].pid, signal.SIGKILL)
         wait_for(lambda: not partner.is_running() or partner.status() == psutil.STATUS_ZOMBIE,
@@ -140,3 +176,24 @@ def test_a_killed_rank_brings_the_gang_back_from_its_checkpoint(gang_service):
         assert job["state"] == "completed", job
         runs = check_every_run_is_a_gang(client, job_id, nodes)
         assert runs[0]["stop_reason"] == "crashed" and len(runs) >= 2
+
+
+def test_an_inline_gang_runs_and_one_no_nodes_can_hold_is_refused(tmp_path):
+    """`andreas submit --gpu-type fast --gpus 1 --nodes 2` sends this inline row."""
+    config = read_service_config(write_service_files(tmp_path, nodes=TWO_NODES))
+    body = {"script": str(EXAMPLES / "train_ddp.py"), "args": ["--samples", "4000"],
+            "epochs": 3, "deadline_s": 3600}
+    row = {"gpu_type": "fast", "gpus": 1, "seconds_per_epoch": 1.0}
+    with TestClient(create_app(config, admin_token="admin-secret")) as client:
+        refused = client.post("/jobs", headers=ADMIN, json={
+            **body, "inline_profile": [{**row, "nodes": 3}]})
+        assert refused.status_code == 400
+        assert "inline_profile[0].nodes: no 3 nodes of fast" in refused.json()["detail"]
+        job_id = client.post("/jobs", headers=ADMIN, json={
+            **body, "inline_profile": [{**row, "nodes": 2}]}).json()["id"]
+        job = wait_ended(client, job_id)
+        assert job["state"] == "completed", job
+        run = client.get(f"/jobs/{job_id}/runs", headers=ADMIN).json()[0]
+        assert {run["node"], *(p["node"] for p in run["more_nodes"])} == {"n1", "n2"}
+        log = client.get(f"/jobs/{job_id}/logs", headers=ADMIN).text
+        assert "rank 1/2 on " in log and sorted(epoch_lines(log)) == [1, 2, 3], log

@@ -293,11 +293,16 @@ class Client:
                workdir: str | None = None, preemptible: bool = True,
                start_asap: bool = False, max_runtime_s: float | None = None,
                hard_deadline: bool = False, working_dir: str | None = None,
-               idempotency_key: str | None = None) -> Job:
+               idempotency_key: str | None = None,
+               inline_profile: list[dict[str, Any]] | None = None) -> Job:
         """Submit a job (`wait_planned` then gives its forecast). Safe to retry: the same
         `idempotency_key` (one is made when not given) never makes a second job. With
-        `hard_deadline`, a job the forecast ends late is refused: ApiError 409."""
+        `hard_deadline`, a job the forecast ends late is refused: ApiError 409.
+        `inline_profile` (instead of `profile`): rows of gpu_type, gpus, seconds_per_epoch
+        and optionally nodes (a gang), power_w, startup_s."""
         body: dict[str, Any] = {"epochs": epochs}
+        if inline_profile is not None:
+            body["inline_profile"] = inline_profile
         if not preemptible:
             body["preemptible"] = False
         if start_asap:

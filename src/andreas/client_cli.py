@@ -109,6 +109,27 @@ def register(app: typer.Typer) -> None:
     app.add_typer(tokens, name="tokens", rich_help_panel=panel)
 
 
+def _inline_row(profile: str | None, gpu_type: str | None, gpus: int | None, nodes: int,
+                seconds_per_epoch: float | None) -> list[dict] | None:
+    """The one-row inline profile that --gpu-type, --gpus, --nodes and --seconds-per-epoch
+    give, or None for --profile; an error naming the option that is missing or extra."""
+    given = {"--gpu-type": gpu_type, "--gpus": gpus,
+             "--seconds-per-epoch": seconds_per_epoch}
+    if profile is not None:
+        extra = [k for k, v in given.items() if v is not None] + (
+            ["--nodes"] if nodes != 1 else [])
+        if extra:
+            raise AndreasError(f"give --profile or {', '.join(extra)}, not both (a profile "
+                               "names its configurations)")
+        return None
+    missing = [k for k, v in given.items() if v is None]
+    if missing:
+        raise AndreasError(f"give --profile NAME, or --gpu-type, --gpus and "
+                           f"--seconds-per-epoch (missing: {', '.join(missing)})")
+    return [{"gpu_type": gpu_type, "gpus": gpus, "seconds_per_epoch": seconds_per_epoch,
+             **({"nodes": nodes} if nodes > 1 else {})}]
+
+
 @user_errors
 def submit_cmd(
     ctx: typer.Context,
@@ -125,6 +146,15 @@ def submit_cmd(
                                            "second late (instead of --priority)."),
     profile: Optional[str] = typer.Option(None, "--profile", help="A profile name from the "
                                           "service's profiles.csv."),
+    gpu_type: Optional[str] = typer.Option(None, "--gpu-type", help="Instead of --profile: "
+                                           "the GPU type the job runs on."),
+    gpus: Optional[int] = typer.Option(None, "--gpus", min=1, help="With --gpu-type: GPUs "
+                                       "(per node, with --nodes)."),
+    nodes: int = typer.Option(1, "--nodes", min=1, help="With --gpu-type: above 1, a gang "
+                              "over that many nodes, every rank started together."),
+    seconds_per_epoch: Optional[float] = typer.Option(
+        None, "--seconds-per-epoch", help="With --gpu-type: the job's seconds per epoch in "
+        "that configuration (what the planner predicts with)."),
     name: Optional[str] = typer.Option(None, "--name", help="A name to show (default: the "
                                        "program's)."),
     workdir: Optional[str] = typer.Option(None, "--workdir", help="The folder the job runs "
@@ -145,9 +175,12 @@ def submit_cmd(
     url: Optional[str] = URL, token: Optional[str] = TOKEN, as_json: bool = AS_JSON,
 ) -> None:
     """Submit a job and print its id and forecast:
-    andreas submit train.py --epochs 20 --deadline 2h --profile mlp -- --lr 0.1"""
+    andreas submit train.py --epochs 20 --deadline 2h --profile mlp -- --lr 0.1
+    andreas submit train_ddp.py --epochs 20 --deadline 2h --gpu-type V100 --gpus 8 --nodes 2
+    --seconds-per-epoch 30   (a gang: 8 GPUs on each of 2 nodes)"""
     if (deadline is None) == (due is None):
         raise AndreasError("give one of --deadline (e.g. 2h) or --due (e.g. 2026-12-24T18:00)")
+    inline = _inline_row(profile, gpu_type, gpus, nodes, seconds_per_epoch)
     args = list(ctx.args[1:] if ctx.args[:1] == ["--"] else ctx.args)
     local = Path(program)
     script = command = None
@@ -168,7 +201,8 @@ def submit_cmd(
                             weight=weight, profile=profile, name=name, workdir=workdir,
                             preemptible=not no_preempt, start_asap=asap,
                             max_runtime_s=parse_duration(time_limit, "--time-limit")
-                            if time_limit else None, hard_deadline=hard_deadline)
+                            if time_limit else None, hard_deadline=hard_deadline,
+                            inline_profile=inline)
         if not no_wait:
             job = client.wait_planned(job.id)
     if as_json:
@@ -273,7 +307,10 @@ def show_cmd(job_id: str = typer.Argument(..., help="A job id."),
         for r in runs:
             epochs = f"{r['epochs_at_start']:g}->" + (
                 "" if r["epochs_at_end"] is None else f"{r['epochs_at_end']:g}")
-            t.add_row(str(r["id"]), r["node"], f"{r['gpu_type']} {r['gpu_indices']}",
+            t.add_row(str(r["id"]), ", ".join([r["node"], *(p["node"] for p in
+                                                        r.get("more_nodes") or ())]),
+                      f"{r['gpu_type']} {r['gpu_indices']}"
+                      + (" per node" if r.get("more_nodes") else ""),
                       local_time(r["started_at"], now), local_time(r["ended_at"], now), epochs,
                       r["stop_reason"] or (f"exit {r['exit_code']}" if r["exit_code"]
                                            is not None else r["state"]))
@@ -387,7 +424,9 @@ def profiles_cmd(url: Optional[str] = URL, token: Optional[str] = TOKEN,
         t.add_column(name, overflow="fold")
     for p in profiles:
         t.add_row(plain(p["name"]), ", ".join(
-            f"{c['gpu_type']} x{c['gpus']}: {c['seconds_per_epoch']:g}"
+            f"{c['gpu_type']} x{c['gpus']}"
+            + (f" on {c['nodes']} nodes" if c.get("nodes", 1) > 1 else "")
+            + f": {c['seconds_per_epoch']:g}"
             for c in p["configurations"]))
     console.print(t)
 

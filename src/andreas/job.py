@@ -8,10 +8,11 @@ The service (through its executor) starts a job with these environment variables
 - ``ANDREAS_EPOCHS``: the number of epochs the job was submitted with;
 - ``CUDA_VISIBLE_DEVICES``: the GPUs it was given;
 - for a gang over several nodes, the usual rendezvous variables ``RANK``, ``WORLD_SIZE``,
-  ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT`` (what ``torch.distributed`` and
-  ``mpi4py`` programs read): `rank()` and `world_size()` give them, 0 and 1 for a one-node
-  job. Rank 0 alone writes checkpoints and reports progress (`save_bytes` and `progress` do
-  nothing on the other ranks); every rank resumes from rank 0's checkpoint.
+  ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT`` (what ``torch.distributed``'s
+  ``env://`` reads; `andreas.executors.gang` sets them): `rank()` and `world_size()` give
+  them, 0 and 1 for a one-node job (examples/train_ddp.py). Rank 0 alone writes checkpoints
+  and reports progress (`save_bytes` and `progress` do nothing on the other ranks); every
+  rank resumes from rank 0's checkpoint.
 
 A script checkpoints after each epoch, reports progress, and stops between steps once
 `should_stop()` is true (the service sends SIGTERM to pause or move it, then SIGKILL after a

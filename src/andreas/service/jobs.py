@@ -235,16 +235,13 @@ def validate_submission(config: ServiceConfig, body: JobSubmit, now: float,
         inline: list[dict] | None = None
     else:
         assert body.inline_profile is not None  # exactly one of the two, checked above
-        inline = []
+        inline, configs = [], {}
         for i, row in enumerate(body.inline_profile):
             gpu_type = canonical_gpu(row.gpu_type) or row.gpu_type
             if gpu_type not in cluster.gpu_types:
                 bad(f"inline_profile[{i}].gpu_type: unknown GPU type {row.gpu_type!r}; "
                     f"expected one of {', '.join(sorted(cluster.gpu_types))}")
             configs[config_key(gpu_type, row.gpus, row.nodes)] = row.seconds_per_epoch
-            if row.nodes > 1 and config.executor == "ray":
-                bad(f"inline_profile[{i}].nodes: the ray executor does not start gangs over "
-                    "several nodes yet (docs/gangs.md); expected nodes 1")
             if row.nodes > 1 and cluster.nodes and not feasible_configs(
                     cluster, [(gpu_type, row.gpus, row.nodes)]):
                 bad(f"inline_profile[{i}].nodes: no {row.nodes} nodes of {gpu_type} with "

@@ -212,7 +212,9 @@ class Scheduler:
             live = run_rows.live_gpu_indices(s)
             queue_rows.record_forecasts(s, previous.forecast, info.forecast)
         info.assignments = {job_id: {"node": a.node, "gpus": a.gpus,
-                                     "gpu_indices": live.get(job_id)}
+                                     "gpu_indices": live.get(job_id),
+                                     **({"more_nodes": list(a.more_nodes)}
+                                        if a.more_nodes else {})}
                             for job_id, a in proposal.plan.items()}
         info.waiting = waiting_reasons(snapshot, proposal.plan, proposal.why,
                                        previous.waiting if proposal.source == "kept" else {})

@@ -218,7 +218,8 @@ class TokenCreated(TokenOut):
 
 class ProfileConfigOut(BaseModel):
     gpu_type: str
-    gpus: int
+    gpus: int = Field(description="GPUs (per node, for a gang)")
+    nodes: int = Field(1, description="above 1: a gang over that many nodes")
     seconds_per_epoch: float
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..experiments.figures import power_series
-from ..service.db import JobRow, User
+from ..service.db import JobRow, User, run_places
 from ..service.gpus import gpu_holders, gpus_by_type
 from ..service.plan_board import PlanInfo
 from ..service.schemas import JobOut
@@ -66,8 +66,7 @@ def plan_view(svc: Services, user: User, now: float) -> PlanView:
         end = r.ended_at if r.ended_at is not None else now
         late = job.completed_at is not None and job.completed_at > job.due_date and \
             r.ended_at is not None and abs(r.ended_at - job.completed_at) < 1e-6
-        for i in r.gpu_indices:
-            lane = f"{r.node}/{i}"
+        for lane in _lanes_of(r):
             taken.setdefault(lane, []).append((r.started_at, end))
             bars.append(_bar(lane, r.started_at, end, job, colour, label, mine(job.id), "run",
                              late, r.id, f"run {r.id}, {r.stop_reason or r.state}"))
@@ -81,8 +80,7 @@ def plan_view(svc: Services, user: User, now: float) -> PlanView:
             late_jobs.append(job_id)
         live = next((r for r in runs if r.job_id == job_id and r.ended_at is None), None)
         if live is not None:
-            for i in live.gpu_indices:
-                lane = f"{live.node}/{i}"
+            for lane in _lanes_of(live):
                 taken.setdefault(lane, []).append((now, f["completion"]))
                 bars.append(_bar(lane, now, f["completion"], job, colour, label, mine(job_id),
                                  "forecast", late, None, "forecast"))
@@ -91,10 +89,11 @@ def plan_view(svc: Services, user: User, now: float) -> PlanView:
         where = _planned_node(info, job_id, start)
         if where is None:
             continue
-        node, gpus = where
-        free = [lane for lane in lanes if lane.rsplit("/", 1)[0] == node and not any(
-            a < f["completion"] and start < b for a, b in taken.get(lane, []))]
-        for lane in free[:gpus]:
+        nodes, gpus = where
+        free = [[lane for lane in lanes if lane.rsplit("/", 1)[0] == node and not any(
+            a < f["completion"] and start < b for a, b in taken.get(lane, []))][:gpus]
+            for node in nodes]  # a gang's GPUs on each of its nodes
+        for lane in (lane for on_node in free for lane in on_node):
             taken[lane].append((start, f["completion"]))
             bars.append(_bar(lane, start, f["completion"], job, colour, label, mine(job_id),
                              "forecast", late, None, "forecast"))
@@ -118,16 +117,22 @@ def _bar(lane: str, start: float, end: float, job: JobRow, colour: dict, label: 
 
 
 def _planned_node(info: PlanInfo, job_id: str, start: float
-                  ) -> tuple[str, int] | None:
-    """Where the plan or the forecast's later decisions start `job_id` (node, GPUs)."""
+                  ) -> tuple[tuple[str, ...], int] | None:
+    """Where the plan or the forecast's later decisions start `job_id`: its nodes (a gang's
+    every one) and GPUs on each."""
     a = info.assignments.get(job_id)
     if a is not None:
-        return a["node"], a["gpus"]
+        return (a["node"], *a.get("more_nodes", ())), a["gpus"]
     for decision in info.foreseen:
         if decision.time >= start - 1.0 and job_id in decision.plan:
             target = decision.plan[job_id]
-            return target.node, target.gpus
+            return target.nodes, target.gpus
     return None
+
+
+def _lanes_of(run) -> list[str]:
+    """The Gantt lanes (node/GPU) a run holds: on every node of a gang."""
+    return [f"{node}/{i}" for node, indices in run_places(run) for i in indices]
 
 
 def forecast_charts(svc: Services, job: JobOut, now: float) -> list[str]:

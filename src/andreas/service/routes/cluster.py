@@ -29,10 +29,12 @@ def node_list(svc: Services, user: User) -> list[NodeOut]:
 def profiles(_: CurrentUser, svc: ServicesDep):
     """The service's named profiles (profiles.csv), by name: what `profile` may say in a
     submission, and the configurations and speeds each gives."""
-    table = svc.config.profiles.table
+    profiles = svc.config.profiles
     return [ProfileOut(name=name, configurations=[
-        ProfileConfigOut(gpu_type=t, gpus=g, seconds_per_epoch=spe)
-        for (t, g), spe in sorted(table[name].items())]) for name in sorted(table)]
+        ProfileConfigOut(gpu_type=t, gpus=g, nodes=n, seconds_per_epoch=spe)
+        for (t, g, n), spe in sorted(
+            [((t, g, 1), spe) for (t, g), spe in profiles.table[name].items()]
+            + list(profiles.gangs.get(name, {}).items()))]) for name in sorted(profiles.table)]
 
 
 @router.get("/nodes", response_model=list[NodeOut])

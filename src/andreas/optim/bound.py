@@ -17,6 +17,12 @@ cost on the scenario):
 - r[j,s] ∈ {0,1} marks slots in which j runs; its completion is at least the start of each such
   slot and at least submit + its fastest run time; tardiness ω·max(0, completion − due).
 
+A gang (a configuration over n nodes, docs/gangs.md) has its time share y[j,c,s] in the slot
+(what its work, its one configuration at a time and its completion count) and node-shares
+x[j,c,n,s] ≤ y on each node, n of them in all (Σ_n x = n·y): each node holds its GPUs and
+draws for it, and is powered at least that long. A real gang's n nodes run exactly so; the
+relaxation may spread the node-shares thinner over more nodes, which only lowers the bound.
+
 Restart overheads are ignored (they only add cost), so the bound stays valid with them. A GPU
 type with an idle draw (nodes that stay powered) is modelled by its draw above idle, plus the
 idle draw of every node until the earliest time the last job could finish.
@@ -106,22 +112,26 @@ class BoundResult:
     schedule: list[dict]  # the relaxed schedule: slot, job, node, gpus, share of the slot
 
 
+def job_configs(scenario: Scenario, profile: str) -> list[tuple[str, int, int, float]]:
+    """(GPU type, GPUs per node, nodes, seconds per epoch) of every configuration of
+    `profile` that the cluster can hold: its one-node ones (nodes 1) and its gangs."""
+    profiles = scenario.profiles
+    table = {**{(t, g, 1): spe for (t, g), spe in profiles.configs(profile).items()},
+             **profiles.gangs.get(profile, {})}
+    return [(t, g, n, table[(t, g, n)])
+            for t, g, n in feasible_configs(scenario.cluster, list(table))]
+
+
 def hindsight_bound(scenario: Scenario, *, slots: int = 120, time_limit: float = 120.0,
                     horizon: float | None = None, lp: bool = False) -> BoundResult:
     """The bound: the time-indexed MILP, or with `lp` its linear relaxation with mean busy
     times and an overflow (see the module's docstring), which scales to larger instances."""
-    cluster, profiles, jobs = scenario.cluster, scenario.profiles, scenario.jobs
+    cluster, jobs = scenario.cluster, scenario.jobs
     if cluster.tariff is not None:
         raise AndreasError("the hindsight bound assumes one energy price; this scenario has a "
                            "time-varying energy_price (not supported by `bound` yet)")
-    ganged = sorted({j.profile for j in jobs if j.profile in profiles.gangs})
-    if ganged:
-        raise AndreasError(f"the hindsight bound places each job on one node; profile "
-                           f"{ganged[0]!r} is a gang over several (not supported by `bound` "
-                           f"yet: docs/gangs.md)")
-    configs = {j.job_id: [(t, g, profiles.configs(j.profile)[(t, g)]) for t, g in
-                          feasible_configs(cluster, profiles.configs(j.profile))] for j in jobs}
-    t_min = {j.job_id: min(spe * j.epochs for _, _, spe in configs[j.job_id]) for j in jobs}
+    configs = {j.job_id: job_configs(scenario, j.profile) for j in jobs}
+    t_min = {j.job_id: min(spe * j.epochs for *_, spe in configs[j.job_id]) for j in jobs}
     if horizon is None and lp:
         # any horizon is valid with the overflow (which dates its work at the horizon, a
         # loose date when much work goes there): one that holds every job run one after
@@ -132,7 +142,7 @@ def hindsight_bound(scenario: Scenario, *, slots: int = 120, time_limit: float =
         # nothing and gains nothing, so an optimal schedule can be compacted to run its jobs one
         # after another, each at most its slowest run time.
         horizon = max(j.submit_time for j in jobs) + sum(
-            max(spe * j.epochs for _, _, spe in configs[j.job_id]) for j in jobs)
+            max(spe * j.epochs for *_, spe in configs[j.job_id]) for j in jobs)
     delta = horizon / slots
     eur = cluster.eur_per_joule()
     units = node_units(cluster, lp)
@@ -141,22 +151,40 @@ def hindsight_bound(scenario: Scenario, *, slots: int = 120, time_limit: float =
     share = {}
     # Columns indexed once by job and slot, and by node and slot (in creation order), so that
     # building each row does not scan every column.
+    # a job's time share in a slot: its one-node columns x, a gang's y
     job_slot: dict[tuple[str, int], list[int]] = defaultdict(list)
+    # (job, GPUs per node, column of node-shares) on each unit in each slot
     node_slot: dict[tuple[int, int], list[tuple[str, int, int]]] = defaultdict(list)
     work: dict[str, list[tuple[int, float]]] = defaultdict(list)  # (column, epochs per share)
+    slot_of: dict[int, int] = {}
     for j in jobs:
         first = int(math.floor(j.submit_time / delta))
         for s in range(first, slots):
             avail = min(1.0, ((s + 1) * delta - j.submit_time) / delta)
             share[(j.job_id, s)] = avail
-            for c, (t, g, spe) in enumerate(configs[j.job_id]):
-                for n, unit in enumerate(units):
-                    if unit.gpu_type == t and unit.gpus >= g:
-                        col = x[(j.job_id, c, n, s)] = m.var(0.0, integer=False)
-                        job_slot[(j.job_id, s)].append(col)
-                        node_slot[(n, s)].append((j.job_id, c, col))
-                        work[j.job_id].append((col, delta / spe))
-    slot_of = {col: s for (_, _, _, s), col in x.items()}
+            for c, (t, g, nodes, spe) in enumerate(configs[j.job_id]):
+                eligible = [n for n, unit in enumerate(units)
+                            if unit.gpu_type == t and unit.gpus >= g]
+                if nodes > 1:  # a gang: its time share y, and n node-shares per unit of it
+                    y = m.var(0.0, integer=False)
+                    job_slot[(j.job_id, s)].append(y)
+                    work[j.job_id].append((y, delta / spe))
+                    slot_of[y] = s
+                    spread = []
+                    for n in eligible:
+                        col = x[(j.job_id, c, n, s)] = m.var(
+                            0.0, upper=float(units[n].count), integer=False)
+                        node_slot[(n, s)].append((j.job_id, g, col))
+                        spread.append(col)
+                        m.row(-1e30, 0.0, [col, y], [1.0, -float(units[n].count)])
+                    m.row(0.0, 0.0, spread + [y], [1.0] * len(spread) + [-float(nodes)])
+                    continue
+                for n in eligible:
+                    col = x[(j.job_id, c, n, s)] = m.var(0.0, integer=False)
+                    job_slot[(j.job_id, s)].append(col)
+                    node_slot[(n, s)].append((j.job_id, g, col))
+                    work[j.job_id].append((col, delta / spe))
+                    slot_of[col] = s
     # Energy above the idle draw; the idle draw itself is paid by every node at least until the
     # last job can possibly finish (added as a constant below).
     extra = {t: tuple(gt.extra_w(b) for b in range(1, len(gt.node_power_w) + 1))
@@ -167,8 +195,8 @@ def hindsight_bound(scenario: Scenario, *, slots: int = 120, time_limit: float =
     overflow: dict[str, list[tuple[int, float]]] = defaultdict(list)
     if lp:
         for j in jobs:
-            for t, g, spe in configs[j.job_id]:
-                watts = max(slope * g + intercept for slope, intercept in pieces[t])
+            for t, g, nodes, spe in configs[j.job_id]:
+                watts = nodes * max(slope * g + intercept for slope, intercept in pieces[t])
                 col = m.var(eur * watts, upper=1e30, integer=False)
                 overflow[j.job_id].append((col, 1.0 / spe))
     # per job: work done, one configuration at a time, completion and tardiness
@@ -208,7 +236,7 @@ def hindsight_bound(scenario: Scenario, *, slots: int = 120, time_limit: float =
         for s in range(slots):
             entries = node_slot.get((n, s), [])
             cols = [col for _, _, col in entries]
-            gpus = [float(configs[k][c][1]) for k, c, _ in entries]
+            gpus = [float(g) for _, g, _ in entries]
             if not cols:
                 continue
             m.row(-1e30, float(unit.gpus * unit.count), cols, gpus)
@@ -233,10 +261,11 @@ def hindsight_bound(scenario: Scenario, *, slots: int = 120, time_limit: float =
         for (k, c, n, s), col in x.items():
             v = result.values[col]
             if v > 1e-9:
-                t, g, _ = configs[k][c]
+                t, g, nodes, _ = configs[k][c]
                 schedule.append({"slot": s, "start": s * delta, "end": (s + 1) * delta,
                                  "job_id": k, "node": units[n].name, "gpu_type": t,
-                                 "gpus": g, "share": v})
+                                 "gpus": g, "share": v, **({"gang_nodes": nodes}
+                                                           if nodes > 1 else {})})
         schedule.sort(key=lambda r: (r["slot"], r["node"], r["job_id"]))
     return BoundResult(idle_floor + (result.bound if not result.optimal else result.objective),
                        idle_floor + result.objective, result.optimal, delta, slots, schedule)

@@ -186,8 +186,9 @@ def test_profiles_round_trip_with_gangs_and_bad_gang_rows_name_line_and_field(tm
 
 @st.composite
 def gang_scenarios(draw):
-    """Up to four nodes of types A and B; plain profiles p0, p1 and a gang profile g (2 or 3
-    nodes, maybe also one-node rows); a few jobs of each."""
+    """Up to four nodes of types A and B, maybe in groups; plain profiles p0, p1 and a gang
+    profile g (2 or 3 nodes, maybe also one-node rows, maybe slower across groups); a few jobs
+    of each."""
     nodes = [(f"n{i}", "AB"[i % 2] if draw(st.booleans()) else "A", draw(st.integers(1, 4)))
              for i in range(draw(st.integers(2, 4)))]
     types = sorted({t for _, t, _ in nodes})
@@ -216,8 +217,12 @@ def gang_scenarios(draw):
                         epochs=draw(st.sampled_from([0.5, 2.0, 7.25])),
                         profile=draw(st.sampled_from(["p0", "p1", "g"]))))
     overhead = float(draw(st.sampled_from([0, 7])))
+    if draw(st.booleans()):  # node groups (racks), and gangs slower across them
+        nodes = [(*n, draw(st.sampled_from(["r1", "r2", None]))) for n in nodes]
     cl = cluster(nodes, power, overhead=overhead)
-    profiles = Profiles(table, gangs={"g": gangs} if gangs else {})
+    slowdown = {c: draw(st.sampled_from([1.0, 1.5, 3.0])) for c in gangs}
+    profiles = Profiles(table, gangs={"g": gangs} if gangs else {},
+                        spread_slowdown={"g": slowdown} if gangs else {})
     return Scenario(cl, profiles, tuple(sorted(jobs, key=lambda j: j.submit_time)))
 
 
@@ -512,3 +517,69 @@ def test_the_service_charges_a_gangs_run_on_every_node_as_the_simulator_does():
         ("n1", 2, 36.0), ("n2", 2, 0.0)]
     cost = account_segments(two_by_two(), (job("g1", epochs=36, profile="g"),), segments)
     assert cost.energy_cost == pytest.approx(2 * 200 * 360 / 3.6e6 * PRICE, rel=1e-12)
+
+
+# ---------------------------------------------------------------------- locality: node groups
+def racks(groups: tuple[str, ...] = ("r1", "r1", "r2", "r2")):
+    """Four A nodes of 2 GPUs (100 W / 200 W), n1..n4, in the given groups."""
+    return cluster([(f"n{i + 1}", "A", 2, g) for i, g in enumerate(groups)], {"A": [100, 200]},
+                   price=PRICE)
+
+
+def test_a_gang_across_node_groups_runs_slower_and_one_inside_a_group_does_not():
+    """g: 2 nodes x 1 GPU at 10 s per epoch, 3x slower across groups. On two nodes of two
+    racks it must span them: 10 epochs take 300 s. On two nodes of one rack: 100 s."""
+    profiles = Profiles({}, gangs={"g": {("A", 1, 2): 10.0}},
+                        spread_slowdown={"g": {("A", 1, 2): 3.0}})
+    apart = replace(racks(), nodes=racks().nodes[1:3])  # n2 (r1) and n3 (r2)
+    together = replace(racks(), nodes=racks().nodes[:2])
+    for cl, seconds in ((apart, 300.0), (together, 100.0)):
+        sc = Scenario(cl, profiles, (job("g1", epochs=10, profile="g"),))
+        for name in policy_names():
+            result = simulate(sc, policy_with(name, 1))
+            assert result.jobs[0].completion_time == pytest.approx(seconds), name
+            check_invariants(sc, result)
+
+
+def test_the_gang_planner_keeps_a_gang_inside_one_group_over_a_tighter_fit():
+    """One GPU is busy on n1 (rack r1) and on n3 (rack r2): tightest fit alone would put the
+    gang on n1 and n3, across racks; it goes to n1 and n2, inside r1. Without groups, n1 and
+    n3."""
+    profiles = Profiles({"s": {("A", 1): 1.0}}, gangs={"g": {("A", 1, 2): 10.0}},
+                        spread_slowdown={"g": {("A", 1, 2): 2.0}})
+    for groups, expected in ((("r1", "r1", "r2", "r2"), {"n1", "n2"}),
+                             ((None, None, None, None), {"n1", "n3"})):
+        sc = Scenario(racks(groups), profiles, (job("b1", profile="s", epochs=1000),
+                                                job("b3", profile="s", epochs=1000),
+                                                job("g1", profile="g")))
+        views = (JobView(sc.jobs[0], 1000, Assignment("n1", 1), True),
+                 JobView(sc.jobs[1], 1000, Assignment("n3", 1), True),
+                 JobView(sc.jobs[2], 10, None, False))
+        plan = gang_decide(lambda snap: {}, Snapshot(0.0, sc.cluster, profiles, views))
+        assert set(plan["g1"].nodes) == expected, groups
+
+
+def test_groups_and_slowdowns_round_trip_and_bad_ones_name_line_and_field(tmp_path):
+    profiles = Profiles({"g": {("A", 1): 30.0}}, gangs={"g": {("A", 1, 2): 10.0}},
+                        spread_slowdown={"g": {("A", 1, 2): 1.5}})
+    sc = Scenario(racks(("r1", "r1", "r2", "r2")), profiles, (job("g1", profile="g"),))
+    write_scenario(sc, tmp_path / "ok")
+    again = load_scenario(tmp_path / "ok")
+    assert [n.group for n in again.cluster.nodes] == ["r1", "r1", "r2", "r2"]
+    assert dict(again.profiles.spread_slowdown["g"]) == {("A", 1, 2): 1.5}
+    bad_rows = {"g,A,1,30,,1.5\n": "on a one-node row", "g,A,1,10,2,0.5\n": "got '0.5'"}
+    for row, says in bad_rows.items():
+        write_scenario(sc, tmp_path / "bad")
+        (tmp_path / "bad" / "profiles.csv").write_text(
+            "profile,gpu_type,gpus,seconds_per_epoch,nodes,spread_slowdown\n" + row)
+        with pytest.raises(ScenarioError) as info:
+            load_scenario(tmp_path / "bad")
+        text = str(info.value)
+        assert "profiles.csv:2:" in text and "field 'spread_slowdown'" in text, text
+        assert says in text, text
+    cluster_yaml = (tmp_path / "ok" / "cluster.yaml").read_text()
+    write_scenario(sc, tmp_path / "bad")
+    (tmp_path / "bad" / "cluster.yaml").write_text(
+        cluster_yaml.replace("group: r2", "group: ''", 1))
+    with pytest.raises(ScenarioError, match=r"nodes\[2\]\.group.*expected the name"):
+        load_scenario(tmp_path / "bad")

@@ -40,6 +40,7 @@ OWN_POWER_COLUMN = "power_w"
 STARTUP_COLUMN = "startup_s"
 #: optional: nodes of a gang (docs/gangs.md); `gpus` is then per node. Empty or 1: one node
 NODES_COLUMN = "nodes"
+SPREAD_COLUMN = "spread_slowdown"  # a gang row: how much slower across node groups
 #: what `andreas profile` measured beside the speed: kept in the file, not read by the planner
 #: (`measured_power_w`: older versions' name for the draw, read as a note, not as `power_w`)
 MEASURED_COLUMNS = ("spread_s", "samples", "measured_power_w", "startup_power_w")
@@ -293,7 +294,7 @@ def read_cluster(path: Path, *, require_nodes: bool = True, wall_clock: bool = F
     seen: set[str] = set()
     for i, located in enumerate(nodes_item.value):
         entry = _Fields(path, located, f"nodes[{i}]")
-        entry.only("name", "gpu_type", "gpus")
+        entry.only("name", "gpu_type", "gpus", "group")
         name = str(entry.require("name").value)
         if name in seen:
             raise entry.error(entry.name("name"), f"duplicate node name {name!r}")
@@ -317,7 +318,16 @@ def read_cluster(path: Path, *, require_nodes: bool = True, wall_clock: bool = F
                               f"node has {gpus} GPUs but gpu_types.{gpu_type}.node_power_w "
                               f"lists only {covered} values; expected one per busy-GPU count",
                               gpus_item.line)
-        nodes.append(Node(name, gpu_type, gpus))
+        group = None
+        group_item = entry.get("group")
+        if group_item is not None:
+            if not isinstance(group_item.value, (str, int)) or isinstance(group_item.value, bool) \
+                    or not str(group_item.value).strip():
+                raise entry.error(entry.name("group"), f"expected the name of the node's group "
+                                  f"(a rack or switch), got {group_item.value!r}",
+                                  group_item.line)
+            group = str(group_item.value).strip()
+        nodes.append(Node(name, gpu_type, gpus, group))
     cluster = Cluster(_complete(path, types_item.line, gpu_types, from_catalogue, idle,
                                 restart, nodes), tuple(nodes), price, pue, overhead, tariff,
                       carbon, carbon_price, cap)
@@ -569,11 +579,12 @@ def read_profiles(path: Path, cluster: Cluster) -> Profiles:
     power: dict[str, dict[tuple, float]] = {}
     startup: dict[str, dict[tuple, float]] = {}
     gangs: dict[str, dict[tuple[str, int, int], float]] = {}
+    spread: dict[str, dict[tuple[str, int, int], float]] = {}
     first_line: dict[tuple[str, tuple], tuple[int, bool]] = {}
     config: Any
     for line, row in csv_rows(path, PROFILE_COLUMNS,
                               optional=POWER_LIMIT_COLUMNS + (OWN_POWER_COLUMN, STARTUP_COLUMN,
-                                                              NODES_COLUMN),
+                                                              NODES_COLUMN, SPREAD_COLUMN),
                               strict=True, known=MEASURED_COLUMNS):
         gpu_type = canonical_gpu(row["gpu_type"]) or row["gpu_type"]
         if gpu_type not in cluster.gpu_types:
@@ -593,6 +604,15 @@ def read_profiles(path: Path, cluster: Cluster) -> Profiles:
         nodes = _gang_nodes(path, line, row[NODES_COLUMN], cluster, gpu_type, gpus)
         config = config_key(gpu_type, gpus, nodes)
         limited = bool(row["power_limit_w"])
+        if row[SPREAD_COLUMN]:
+            slowdown = _float(path, line, SPREAD_COLUMN, row[SPREAD_COLUMN])
+            if nodes == 1 or not slowdown >= 1.0 or not math.isfinite(slowdown):
+                raise ScenarioError(path, "expected, on a gang row (nodes 2 or more), a factor "
+                                    ">= 1 by which its seconds per epoch grow when its nodes "
+                                    f"span node groups; got {row[SPREAD_COLUMN]!r}"
+                                    + (" on a one-node row" if nodes == 1 else ""),
+                                    line=line, field=SPREAD_COLUMN)
+            spread.setdefault(row["profile"], {})[config] = slowdown
         if limited and nodes > 1:
             raise ScenarioError(path, "a gang runs at the default power limit; give one row "
                                 "without power_limit_w", line=line, field="power_limit_w")
@@ -643,7 +663,7 @@ def read_profiles(path: Path, cluster: Cluster) -> Profiles:
             table.setdefault(profile, {})[config] = max(known, key=lambda lv: lv.limit_w) \
                 .seconds_per_epoch
     return Profiles(table, {p: {c: tuple(ls) for c, ls in cs.items()}
-                            for p, cs in levels.items()}, power, startup, gangs)
+                            for p, cs in levels.items()}, power, startup, gangs, spread)
 
 
 def _gang_nodes(path: Path, line: int, text: str, cluster: Cluster, gpu_type: str,
@@ -778,7 +798,9 @@ def cluster_document(cluster: Cluster) -> dict:
                                **({"restart_power_w": t.restart_w}
                                   if t.restart_w is not None else {})}
                       for t in cluster.gpu_types.values()},
-        "nodes": [{"name": n.name, "gpu_type": n.gpu_type, "gpus": n.gpus} for n in cluster.nodes],
+        "nodes": [{"name": n.name, "gpu_type": n.gpu_type, "gpus": n.gpus,
+                   **({"group": n.group} if n.group is not None else {})}
+                  for n in cluster.nodes],
     }
 
 
@@ -794,9 +816,11 @@ def write_scenario(scenario: Scenario, directory: str | Path) -> None:
         own = {name: values for name, values in ((OWN_POWER_COLUMN, profiles.power),
                                                  (STARTUP_COLUMN, profiles.startup)) if values}
         ganged = bool(profiles.gangs)
+        spread = bool(profiles.spread_slowdown)
         w.writerow(PROFILE_COLUMNS + (POWER_LIMIT_COLUMNS if profiles.levels else ())
-                   + tuple(own) + ((NODES_COLUMN,) if ganged else ()))
-        nodes_cell = [""] if ganged else []
+                   + tuple(own) + ((NODES_COLUMN,) if ganged else ())
+                   + ((SPREAD_COLUMN,) if spread else ()))
+        nodes_cell = [""] * (ganged + spread)
         blanks = ["", ""] if profiles.levels else []
 
         def plain_row(profile: str, key: tuple, spe: float, nodes: list[str]) -> None:
@@ -815,7 +839,9 @@ def write_scenario(scenario: Scenario, directory: str | Path) -> None:
                     plain_row(profile, (gpu_type, gpus), spe, nodes_cell)
         for profile, gang_configs in profiles.gangs.items():
             for key, spe in gang_configs.items():
-                plain_row(profile, key, spe, [str(key[2])])
+                slowdown = profiles.spread_slowdown.get(profile, {}).get(key)
+                plain_row(profile, key, spe, [str(key[2])] + (
+                    ["" if slowdown is None else _number(slowdown)] if spread else []))
     with (directory / WORKLOAD_FILE).open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         flags = [name for name, default in WORKLOAD_FLAGS_DEFAULTS.items()

@@ -121,9 +121,14 @@ class Tariff:
 
 @dataclass(frozen=True)
 class Node:
+    """A node: its GPUs, all of one type. `group` (optional, `cluster.yaml`) names the rack
+    or switch it hangs off: a gang over nodes of more than one group may run slower
+    (`Profiles.spread_slowdown`)."""
+
     name: str
     gpu_type: str
     gpus: int
+    group: str | None = None
 
 
 @dataclass(frozen=True)
@@ -175,6 +180,27 @@ class Cluster:
 
     def node_index(self, name: str) -> int:
         return self.node_positions[name]
+
+    @cached_property
+    def _groups(self) -> Mapping[str, str | None] | None:
+        """Each node's group by name; None when no node names one."""
+        if all(n.group is None for n in self.nodes):
+            return None
+        return MappingProxyType({n.name: n.group for n in self.nodes})
+
+    def group(self, name: str) -> str | None:
+        """The group node `name` belongs to; None if it names none."""
+        groups = self._groups
+        return None if groups is None else groups.get(name)
+
+    def spans_groups(self, nodes: tuple[str, ...]) -> bool:
+        """Whether a gang on `nodes` spans more than one node group (nodes without a group
+        count as one group of their own). False on a cluster that names no groups."""
+        groups = self._groups
+        if groups is None or len(nodes) < 2:
+            return False
+        first = groups.get(nodes[0])
+        return any(groups.get(n) != first for n in nodes[1:])
 
     def eur_per_joule(self, t0: float | None = None, t1: float | None = None) -> float:
         """Price of one joule drawn by IT equipment, facility overhead (PUE) included; with a
@@ -317,6 +343,9 @@ class Profiles:
     power: Mapping[str, Mapping[Any, float]] = field(default_factory=dict)
     startup: Mapping[str, Mapping[Any, float]] = field(default_factory=dict)
     gangs: Mapping[str, Mapping[GangConfig, float]] = field(default_factory=dict)
+    # per profile and gang configuration: its seconds per epoch are this many times longer
+    # when its nodes span more than one node group (`Cluster.spans_groups`); 1 if absent
+    spread_slowdown: Mapping[str, Mapping[GangConfig, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         table = {p: dict(c) for p, c in self.table.items()}
@@ -329,7 +358,7 @@ class Profiles:
                   for p, cs in self.levels.items()}
         object.__setattr__(self, "levels", MappingProxyType({p: c for p, c in levels.items()
                                                              if c}))
-        for name in ("power", "startup", "gangs"):
+        for name in ("power", "startup", "gangs", "spread_slowdown"):
             given = {p: MappingProxyType(dict(c)) for p, c in getattr(self, name).items() if c}
             object.__setattr__(self, name, MappingProxyType(given))
 
@@ -338,7 +367,8 @@ class Profiles:
                            {p: dict(c) for p, c in self.levels.items()},
                            {p: dict(c) for p, c in self.power.items()},
                            {p: dict(c) for p, c in self.startup.items()},
-                           {p: dict(c) for p, c in self.gangs.items()}))
+                           {p: dict(c) for p, c in self.gangs.items()},
+                           {p: dict(c) for p, c in self.spread_slowdown.items()}))
 
     def gang_configs(self, profile: str) -> list[GangConfig]:
         """Every configuration `profile` may run in, as (GPU type, GPUs per node, nodes): its
@@ -359,10 +389,14 @@ class Profiles:
         return self.table[profile]
 
     def seconds_per_epoch(self, profile: str, gpu_type: str, gpus: int,
-                          limit_w: float | None = None, nodes: int = 1) -> float:
-        """Seconds per epoch on `gpus` GPUs of `gpu_type` (per node, on `nodes` nodes)."""
+                          limit_w: float | None = None, nodes: int = 1,
+                          spread: bool = False) -> float:
+        """Seconds per epoch on `gpus` GPUs of `gpu_type` (per node, on `nodes` nodes;
+        `spread`: over more than one node group, slowed by `spread_slowdown`)."""
         if nodes != 1:
-            return self.gangs[profile][(gpu_type, gpus, nodes)]
+            key = (gpu_type, gpus, nodes)
+            spe = self.gangs[profile][key]
+            return spe * self.spread_slowdown.get(profile, {}).get(key, 1.0) if spread else spe
         if limit_w is None:
             return self.table[profile][(gpu_type, gpus)]
         return self.level(profile, (gpu_type, gpus), limit_w).seconds_per_epoch

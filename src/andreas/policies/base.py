@@ -102,7 +102,8 @@ class Snapshot:
         remaining epochs there, plus the restart overhead if it pays one (`pays_overhead`)."""
         nodes = target.node_count
         run_s = view.remaining_epochs * self.profiles.seconds_per_epoch(
-            view.job.profile, gpu_type, target.gpus, target.power_limit_w, nodes)
+            view.job.profile, gpu_type, target.gpus, target.power_limit_w, nodes,
+            self.spread(target))
         return run_s + (self.overhead_s(view, gpu_type, target.gpus, nodes)
                         if self.pays_overhead(view) else 0.0)
 
@@ -126,7 +127,12 @@ class Snapshot:
         """How long `view` takes from now on `target` (staying where it runs, or not)."""
         return self.restart_s(view, target, gpu_type) + view.remaining_epochs * \
             self.profiles.seconds_per_epoch(view.job.profile, gpu_type, target.gpus,
-                                            target.power_limit_w, target.node_count)
+                                            target.power_limit_w, target.node_count,
+                                            self.spread(target))
+
+    def spread(self, target: Assignment) -> bool:
+        """Whether `target`, a gang's nodes, spans more than one node group."""
+        return bool(target.more_nodes) and self.cluster.spans_groups(target.nodes)
 
     def free_gpus(self) -> dict[str, int]:
         free = {n.name: n.gpus for n in self.cluster.nodes}

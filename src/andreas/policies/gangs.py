@@ -13,7 +13,9 @@ The rule, in the spirit of the greedy pass:
   a gang; a plan from elsewhere may, and the drivers carry it out);
 - waiting gang jobs, earliest due date first, start now on GPUs no running job holds, in the
   configuration whose estimated cost (energy on all its nodes, plus tardiness if it ends
-  after its due date) is least; nodes are chosen tightest-fit, so whole free nodes stay whole;
+  after its due date) is least; nodes are chosen tightest-fit, so whole free nodes stay whole,
+  inside one node group where one has enough (a gang across groups may run slower:
+  `Profiles.spread_slowdown`, counted in the estimate);
 - the first gang job that cannot start reserves nodes (the EASY-backfill reservation of
   batch schedulers): on the nodes its cheapest configuration would use, what runs keeps
   running where it runs and nothing new starts, so they drain and the gang starts when they
@@ -32,7 +34,7 @@ from dataclasses import replace
 from typing import Callable
 
 from ..cost import job_saved_w, run_energy_cost, tardiness_cost
-from ..model import GangConfig
+from ..model import Cluster, GangConfig
 from .base import Assignment, JobView, Plan, Snapshot, with_capacities
 from .decision import Decision, Reason
 
@@ -121,10 +123,11 @@ def best_start(snapshot: Snapshot, view: JobView, free: dict[str, int],
     """Where `view` starts now at the least estimated cost on `free` GPUs outside `reserved`
     nodes, tightest fit first; None if no configuration of it fits."""
     def fitting(config: GangConfig) -> list[str]:
-        gpu_type, gpus, _ = config
-        return [name for _, name in sorted(
+        gpu_type, gpus, count = config
+        return in_one_group(snapshot.cluster, [name for _, name in sorted(
             (free[n.name] - gpus, n.name) for n in snapshot.cluster.nodes
-            if n.gpu_type == gpu_type and n.name not in reserved and free[n.name] >= gpus)]
+            if n.gpu_type == gpu_type and n.name not in reserved and free[n.name] >= gpus)],
+            count)
     found = _least(snapshot, view, fitting)
     return None if found is None else found[1]
 
@@ -132,9 +135,27 @@ def best_start(snapshot: Snapshot, view: JobView, free: dict[str, int],
 def cheapest_possible(snapshot: Snapshot, view: JobView) -> GangConfig | None:
     """The configuration of `view` with the least estimated cost if it started now, among
     those the cluster can ever hold (enough nodes of the type with enough GPUs)."""
-    found = _least(snapshot, view, lambda config: [
-        n.name for n in snapshot.cluster.nodes if n.gpu_type == config[0] and n.gpus >= config[1]])
+    found = _least(snapshot, view, lambda config: in_one_group(snapshot.cluster, [
+        n.name for n in snapshot.cluster.nodes if n.gpu_type == config[0] and n.gpus >= config[1]],
+        config[2]))
     return None if found is None else found[0]
+
+
+def in_one_group(cluster: Cluster, names: list[str], count: int) -> list[str]:
+    """`names` (best first) with its first `count` moved inside one node group where a group
+    has that many of them (the group whose `count` best come first): a gang inside one group
+    pays no `spread_slowdown`. Unchanged on a cluster without groups, or where no group has
+    enough (the gang then spans groups, and its estimate counts the slowdown)."""
+    if len(names) < count or not cluster.spans_groups(tuple(names[:count])):
+        return names
+    members: dict[str | None, list[int]] = {}
+    for i, name in enumerate(names):
+        members.setdefault(cluster.group(name), []).append(i)
+    whole = [m[:count] for m in members.values() if len(m) >= count]
+    if not whole:
+        return names
+    chosen = min(whole, key=sum)
+    return [names[i] for i in chosen] + [n for i, n in enumerate(names) if i not in chosen]
 
 
 def waiting_for(config: GangConfig | None) -> str:

@@ -21,12 +21,12 @@ from ..executors import Executor, LaunchRequest, NodeInfo, NodeLost
 from ..measure.nvml import NvmlMeter
 from ..policies.base import Assignment
 from .config import ServiceConfig
-from .db import JobRow, ProgressRow, RunRow
+from .db import JobRow, ProgressRow, RunRow, run_places
 from .events import event
 from .folders import FolderRefused, refused_write
 from .job_accounts import JobAccounts, read_job_file
 from .learning import speed_factor, speed_spread, startup_s
-from .snapshots import DONE_EPS, job_configs, job_gangs, run_config
+from .snapshots import DONE_EPS, job_configs, job_gangs, job_spread, run_config
 from .states import CANCELLED_MESSAGE, JobState, RunEnd, RunState, after_run
 from .store import Store, hash_token, must_get, new_token
 from .store import runs as run_rows
@@ -126,14 +126,16 @@ class Runs:
         base: dict = {**job_configs(self.config, job, learned=False),
                       **job_gangs(self.config, job, learned=False)}
         reports, runs = run_rows.progress_reports(s, job.id), run_rows.runs_of(s, job.id)
-        profiled = {r.id: base.get(run_config(r)) for r in runs}
+        slowdown = job_spread(self.config, job)  # a gang across node groups runs slower
+        profiled = {r.id: None if (spe := base.get(run_config(r))) is None else spe * (
+            slowdown.get(run_config(r), 1.0) if self.config.cluster.spans_groups(
+                tuple(node for node, _ in run_places(r))) else 1.0) for r in runs}
         factor = speed_factor(reports, profiled)
         job.speed_spread = speed_spread(reports, profiled)
         # its start-up, from each run's first report at the speed learned so far
         speed = job.speed_factor if factor is None else factor
         job.startup_s = startup_s(runs, reports, {
-            r.id: spe * speed if (spe := base.get(run_config(r))) else None
-            for r in runs})
+            r.id: spe * speed if (spe := profiled[r.id]) else None for r in runs})
         if factor is None:
             return False
         moved = abs(factor - job.speed_factor) > self.config.replan_deviation * job.speed_factor

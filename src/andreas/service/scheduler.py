@@ -39,6 +39,7 @@ from .snapshots import (
     job_configs,
     job_gangs,
     job_power,
+    job_spread,
     job_startup,
     operator_values,
     read_snapshot,
@@ -250,7 +251,8 @@ class Scheduler:
             {**known.table, key: job_configs(self.config, job)}, known.levels,
             {**known.power, key: job_power(self.config, job)},
             {**known.startup, key: job_startup(self.config, job)},
-            {**known.gangs, key: job_gangs(self.config, job)}),
+            {**known.gangs, key: job_gangs(self.config, job)},
+            {**known.spread_slowdown, key: job_spread(self.config, job)}),
             jobs=(*read.snapshot.jobs, view))
         owners = {**read.owners, job.id: owner}
         spread = (None if self.config.forecast_spread is None

@@ -45,7 +45,9 @@ def cluster_of(config: ServiceConfig, executor: Executor, planned: bool = False)
     """The configured cluster (power tables, prices) over the nodes the executor has now: as
     it costs and emits (the accounts), or, `planned`, as policies see it (a carbon price
     added to the energy price hour by hour: `Cluster.as_planned`)."""
-    nodes = tuple(Node(n.name, n.gpu_type, n.gpus) for n in executor.nodes())
+    groups = {n.name: n.group for n in config.cluster.nodes}  # cluster.yaml's, if it names
+    nodes = tuple(Node(n.name, n.gpu_type, n.gpus, groups.get(n.name))
+                  for n in executor.nodes())
     return replace(config.cluster.as_planned if planned else config.cluster, nodes=nodes)
 
 
@@ -81,6 +83,14 @@ def job_gangs(config: ServiceConfig, job: Any, learned: bool = True
         table = dict(config.profiles.gangs.get(job.profile_name or "", {}))
     factor = job.speed_factor if learned else 1.0
     return {k: v * factor for k, v in table.items()}
+
+
+def job_spread(config: ServiceConfig, job: Any) -> dict[tuple[str, int, int], float]:
+    """How much slower each of a job's gangs runs across node groups (`spread_slowdown` of
+    its named profile; inline rows give none)."""
+    if job.inline_profile or job.profile_name is None:
+        return {}
+    return dict(config.profiles.spread_slowdown.get(job.profile_name, {}))
 
 
 def run_config(run: Any) -> Any:
@@ -159,6 +169,7 @@ def read_snapshot(store: Store, executor: Executor, config: ServiceConfig,
     held: dict[str, int] = {}
     views, table, running = [], {}, {}
     gangs: dict[str, dict[tuple[str, int, int], float]] = {}
+    slowdowns: dict[str, dict[tuple[str, int, int], float]] = {}
     power: dict[str, dict[tuple[str, int], float]] = {}
     startups: dict[str, dict[tuple[str, int], float]] = {}
     spread: dict[str, float] = {}
@@ -192,6 +203,8 @@ def read_snapshot(store: Store, executor: Executor, config: ServiceConfig,
             table[key] = job_configs(config, job)
             if gang := job_gangs(config, job):
                 gangs[key] = gang
+                if slowdown := job_spread(config, job):
+                    slowdowns[key] = slowdown
             if own := job_power(config, job):
                 power[key] = own
             if startup := job_startup(config, job):
@@ -208,7 +221,7 @@ def read_snapshot(store: Store, executor: Executor, config: ServiceConfig,
         held[node] = held.get(node, 0) + gpus
     if held:
         cluster = replace(cluster, nodes=tuple(
-            Node(n.name, n.gpu_type, max(0, n.gpus - held.get(n.name, 0)))
+            replace(n, gpus=max(0, n.gpus - held.get(n.name, 0)))
             for n in cluster.nodes))
     views, drained_out = leave_out_drained_out(
         views, {k: {**c, **gangs.get(k, {})} for k, c in table.items()}, whole, drained)
@@ -217,7 +230,7 @@ def read_snapshot(store: Store, executor: Executor, config: ServiceConfig,
     # real processes pay the restart overhead on their first start too (the interpreter,
     # loading data): the holds, the plan and the forecast all count it
     snapshot = Snapshot(now, cluster, Profiles(table, power=power, startup=startups,
-                                               gangs=gangs),
+                                               gangs=gangs, spread_slowdown=slowdowns),
                         tuple(views), first_start_overhead=True)
     return SnapshotRead(snapshot, running, owners, drained, drained_out, spread)
 
@@ -230,7 +243,7 @@ def _drained_offer_held_gpus(cluster: Cluster, views: list[JobView],
             for node in v.assignment.nodes:
                 running_there[node] = running_there.get(node, 0) + v.assignment.gpus
     return replace(cluster, nodes=tuple(
-        Node(n.name, n.gpu_type, min(n.gpus, running_there.get(n.name, 0)))
+        replace(n, gpus=min(n.gpus, running_there.get(n.name, 0)))
         if n.name in drained else n for n in cluster.nodes
         if n.name not in drained or running_there.get(n.name, 0) > 0))
 

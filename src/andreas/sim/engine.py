@@ -592,7 +592,8 @@ class Simulator:
         profiles = self.scenario.profiles
         count = 1 + len(more)
         spe = profiles.seconds_per_epoch(s.job.profile, gpu_type, target.gpus,
-                                         target.power_limit_w, count)
+                                         target.power_limit_w, count,
+                                         count > 1 and self.cluster.spans_groups(target.nodes))
         kind = self.cluster.gpu_types[gpu_type]
         # below the table's share while it trains: its power limit and its own draw (on each
         # of a gang's nodes)

@@ -107,7 +107,7 @@ def at_speeds(snapshot: Snapshot, factors: Mapping[str, float]) -> Snapshot:
     profiles = snapshot.profiles
     table = dict(profiles.table)
     levels, power, startup = dict(profiles.levels), dict(profiles.power), dict(profiles.startup)
-    gangs = dict(profiles.gangs)
+    gangs, spread = dict(profiles.gangs), dict(profiles.spread_slowdown)
     views = []
     for view in snapshot.jobs:
         name, key = view.job.profile, f"~{view.job_id}"
@@ -115,6 +115,8 @@ def at_speeds(snapshot: Snapshot, factors: Mapping[str, float]) -> Snapshot:
         table[key] = {c: spe * factor for c, spe in profiles.configs(name).items()}
         if name in profiles.gangs:
             gangs[key] = {c: spe * factor for c, spe in profiles.gangs[name].items()}
+        if name in profiles.spread_slowdown:
+            spread[key] = profiles.spread_slowdown[name]
         if name in profiles.levels:
             levels[key] = {c: tuple(replace(lv, seconds_per_epoch=lv.seconds_per_epoch * factor)
                                     for lv in ls) for c, ls in profiles.levels[name].items()}
@@ -123,7 +125,7 @@ def at_speeds(snapshot: Snapshot, factors: Mapping[str, float]) -> Snapshot:
                 own[key] = dict(given[name])
         views.append(JobView(replace(view.job, profile=key), view.remaining_epochs,
                              view.assignment, view.started, view.restart_remaining_s))
-    return replace(snapshot, profiles=Profiles(table, levels, power, startup, gangs),
+    return replace(snapshot, profiles=Profiles(table, levels, power, startup, gangs, spread),
                    jobs=tuple(views))
 
 

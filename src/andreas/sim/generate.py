@@ -218,5 +218,7 @@ def generate(template: Template, n_nodes: int, seed: int, shape: WorkloadShape =
                         power={p: c for p, c in given.power.items() if p in used},
                         startup={p: c for p, c in given.startup.items() if p in used},
                         gangs={p: {c: spe for c, spe in cs.items() if gang_fits(cluster, c)}
-                               for p, cs in given.gangs.items() if p in used})
+                               for p, cs in given.gangs.items() if p in used},
+                        spread_slowdown={p: c for p, c in given.spread_slowdown.items()
+                                         if p in used})
     return Scenario(cluster, profiles, tuple(jobs), name=f"{template.name}-n{n_nodes}-s{seed}")

@@ -59,7 +59,8 @@ def with_profiles_of(snapshot: Snapshot, history: ArrivalLog,
                         snapshot.profiles.levels,
                         {**snapshot.profiles.power, **{p: history.power[p] for p in missing
                                                        if p in history.power}},
-                        snapshot.profiles.startup, snapshot.profiles.gangs)
+                        snapshot.profiles.startup, snapshot.profiles.gangs,
+                        snapshot.profiles.spread_slowdown)
     return replace(snapshot, profiles=profiles)
 
 

@@ -79,6 +79,26 @@ def test_a_job_of_a_real_service_reads_no_secret_and_forges_no_record(job_users,
         assert exit_record["returncode"] == 0  # the wrapper's, not forged
 
 
+def test_every_rank_of_a_gang_runs_as_the_job_user_and_reaches_nothing(job_users, open_dir):
+    """The rank launcher keeps the wrapper's privileges and starts each rank as the job's
+    account: neither rank reads a secret, forges a record or signals the service."""
+    gang = "profile,gpu_type,gpus,seconds_per_epoch,nodes\ngang,fast,1,0.3,2\n"
+    with LocalService(open_dir / "svc", THREE_GPUS, gang, job_user=job_users[0],
+                      options="period_s: null\npoll_s: 0.1\n") as service:
+        database = open_dir / "svc" / "state" / "andreas.db"
+        job = service.post("/jobs", json={
+            "command": hostile(service.proc.pid, database), "epochs": 1, "deadline_s": 600,
+            "profile": "gang"}).json()["id"]
+        assert wait_done(service.get, job)["state"] == "completed"
+        log = service.get(f"/jobs/{job}/logs").text
+        assert service.token not in log
+        results = [json.loads(x[len("RESULT "):]) for x in log.splitlines()
+                   if x.startswith("RESULT ")]
+        assert len(results) == 2, log  # one per rank, each on its node
+        for result in results:
+            assert_refused(result, database, job_users[0])
+
+
 def test_each_submitter_runs_as_their_own_account_and_cannot_read_anothers(job_users, open_dir,
                                                                            ):
     path = write_service_files(open_dir, job_user=job_users[0], extra=textwrap.dedent(f"""\

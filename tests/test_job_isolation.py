@@ -58,45 +58,45 @@ def wait_done(get, job_id: str, timeout: float = 120) -> dict:
 
 
 # ---------------------------------------------------------------- the local executor, for real
-def test_a_job_of_a_real_service_reads_no_secret_and_forges_no_record(job_users, open_dir):
-    with LocalService(open_dir / "svc", THREE_GPUS, PROFILES, job_user=job_users[0],
+def run_hostile_on_service(open_dir, user: str, profiles: str, profile: str
+                           ) -> tuple[str, str, Path]:
+    """The hostile job, run to completion by a real local service whose jobs run as `user`:
+    (its id, its log, the service's database). The admin token is not in the log."""
+    with LocalService(open_dir / "svc", THREE_GPUS, profiles, job_user=user,
                       options="period_s: null\npoll_s: 0.1\n") as service:
         database = open_dir / "svc" / "state" / "andreas.db"
         job = service.post("/jobs", json={
             "command": hostile(service.proc.pid, database), "epochs": 1, "deadline_s": 600,
-            "profile": "one"}).json()["id"]
+            "profile": profile}).json()["id"]
         assert wait_done(service.get, job)["state"] == "completed"
         log = service.get(f"/jobs/{job}/logs").text
         assert service.token not in log  # the admin token, from the service's environment
-        assert_refused(hostile_result(log), database, job_users[0])
-        folder = open_dir / "svc" / "state"
-        assert stat.S_IMODE(folder.stat().st_mode) == 0o711
-        assert stat.S_IMODE(database.stat().st_mode) == 0o600
-        checkpoint = folder / "jobs" / job / "checkpoint"
-        assert checkpoint.stat().st_uid == pwd.getpwnam(job_users[0]).pw_uid
-        exit_record = json.loads(next((folder / "jobs" / job / "runs").glob("*/exit.json"))
-                                 .read_text())
-        assert exit_record["returncode"] == 0  # the wrapper's, not forged
+    return job, log, database
+
+
+def test_a_job_of_a_real_service_reads_no_secret_and_forges_no_record(job_users, open_dir):
+    job, log, database = run_hostile_on_service(open_dir, job_users[0], PROFILES, "one")
+    assert_refused(hostile_result(log), database, job_users[0])
+    folder = open_dir / "svc" / "state"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o711
+    assert stat.S_IMODE(database.stat().st_mode) == 0o600
+    checkpoint = folder / "jobs" / job / "checkpoint"
+    assert checkpoint.stat().st_uid == pwd.getpwnam(job_users[0]).pw_uid
+    exit_record = json.loads(next((folder / "jobs" / job / "runs").glob("*/exit.json"))
+                             .read_text())
+    assert exit_record["returncode"] == 0  # the wrapper's, not forged
 
 
 def test_every_rank_of_a_gang_runs_as_the_job_user_and_reaches_nothing(job_users, open_dir):
     """The rank launcher keeps the wrapper's privileges and starts each rank as the job's
     account: neither rank reads a secret, forges a record or signals the service."""
     gang = "profile,gpu_type,gpus,seconds_per_epoch,nodes\ngang,fast,1,0.3,2\n"
-    with LocalService(open_dir / "svc", THREE_GPUS, gang, job_user=job_users[0],
-                      options="period_s: null\npoll_s: 0.1\n") as service:
-        database = open_dir / "svc" / "state" / "andreas.db"
-        job = service.post("/jobs", json={
-            "command": hostile(service.proc.pid, database), "epochs": 1, "deadline_s": 600,
-            "profile": "gang"}).json()["id"]
-        assert wait_done(service.get, job)["state"] == "completed"
-        log = service.get(f"/jobs/{job}/logs").text
-        assert service.token not in log
-        results = [json.loads(x[len("RESULT "):]) for x in log.splitlines()
-                   if x.startswith("RESULT ")]
-        assert len(results) == 2, log  # one per rank, each on its node
-        for result in results:
-            assert_refused(result, database, job_users[0])
+    _, log, database = run_hostile_on_service(open_dir, job_users[0], gang, "gang")
+    results = [json.loads(x[len("RESULT "):]) for x in log.splitlines()
+               if x.startswith("RESULT ")]
+    assert len(results) == 2, log  # one per rank, each on its node
+    for result in results:
+        assert_refused(result, database, job_users[0])
 
 
 def test_each_submitter_runs_as_their_own_account_and_cannot_read_anothers(job_users, open_dir,

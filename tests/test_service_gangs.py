@@ -197,3 +197,9 @@ def test_an_inline_gang_runs_and_one_no_nodes_can_hold_is_refused(tmp_path):
         assert {run["node"], *(p["node"] for p in run["more_nodes"])} == {"n1", "n2"}
         log = client.get(f"/jobs/{job_id}/logs", headers=ADMIN).text
         assert "rank 1/2 on " in log and sorted(epoch_lines(log)) == [1, 2, 3], log
+        # the dashboard: the run on both nodes, and a bar on each node's lane of the Gantt
+        client.cookies.set("andreas_session", "admin-secret")
+        page = client.get(f"/ui/jobs/{job_id}").text
+        assert f"{run['node']}, {run['more_nodes'][0]['node']}" in page and "per node" in page
+        plan = client.get("/ui/plan").text
+        assert plan.count(f'data-run="{run["id"]}"') == 2, plan

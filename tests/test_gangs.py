@@ -583,3 +583,31 @@ def test_groups_and_slowdowns_round_trip_and_bad_ones_name_line_and_field(tmp_pa
         cluster_yaml.replace("group: r2", "group: ''", 1))
     with pytest.raises(ScenarioError, match=r"nodes\[2\]\.group.*expected the name"):
         load_scenario(tmp_path / "bad")
+
+
+def test_quotas_count_a_gangs_gpus_on_every_node_and_drains_close_any_of_its_nodes():
+    """A 2 x 2 gang holds 4 GPUs: over a quota of 3 it waits, within 4 it starts. A gang
+    with any node drained does not start, and says which node."""
+    from andreas.service.quotas import Limits, Quotas, within_limits
+
+    sc = Scenario(two_by_two(), gang_profiles(), (job("g1", profile="g"),))
+    snap = Snapshot(0.0, sc.cluster, sc.profiles, (JobView(sc.jobs[0], 10, None, False),))
+    plan = {"g1": Assignment("n1", 2, None, ("n2",))}
+    owners = {"g1": "alice"}
+    for limit, starts in ((3, False), (4, True)):
+        kept, why = within_limits(snap, plan, owners, Quotas(Limits(max_gpus=limit), {}), set())
+        assert ("g1" in kept) == starts, limit
+        assert starts or why["g1"].kind == "over_quota"
+    kept, why = within_limits(snap, plan, owners, Quotas(Limits(), {}), {"n2"})
+    assert not kept and why["g1"].kind == "node_drained" and "n2" in why["g1"].sentence()
+
+
+def test_a_job_paused_for_a_gang_names_it_even_off_the_gangs_first_node():
+    from andreas.service.planner import displaced_by
+
+    sc = Scenario(two_by_two(), gang_profiles(), (job("s1", profile="s"),
+                                                  job("g1", profile="g")))
+    paused = JobView(sc.jobs[0], 5, Assignment("n2", 1), True)
+    snap = Snapshot(0.0, sc.cluster, sc.profiles, (paused, JobView(sc.jobs[1], 10, None, False)))
+    reason = displaced_by(paused, {"g1": Assignment("n1", 2, None, ("n2",))}, snap)
+    assert reason is not None and reason.job == "g1"

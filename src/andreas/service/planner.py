@@ -69,10 +69,11 @@ def displaced_by(view, plan: Mapping, snapshot: Snapshot) -> Reason | None:
     now, not running there before), as "paused for job X"; None if there is none."""
     if view.assignment is None:
         return None
-    node = view.assignment.node
+    nodes = set(view.assignment.nodes)  # (a gang's every node; any node of a gang taking)
     before = {v.job_id for v in snapshot.jobs
-              if v.assignment is not None and v.assignment.node == node}
-    taking = [job_id for job_id, a in plan.items() if a.node == node and job_id not in before]
+              if v.assignment is not None and nodes & set(v.assignment.nodes)}
+    taking = [job_id for job_id, a in plan.items()
+              if nodes & set(a.nodes) and job_id not in before]
     return Reason("paused_for", job=taking[0]) if taking else None
 
 

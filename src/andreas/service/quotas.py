@@ -58,8 +58,9 @@ def within_limits(snapshot: Snapshot, plan: Mapping[str, Assignment], owners: Ma
         view = views.get(job_id)
         stays = view is not None and view.assignment is not None and \
             not stops_job(view.assignment, a)
-        if a.node in drained and not stays:
-            why[job_id] = Reason("node_drained", node=a.node)
+        closed = next((n for n in a.nodes if n in drained), None)  # a gang's any node
+        if closed is not None and not stays:
+            why[job_id] = Reason("node_drained", node=closed)
         else:
             out[job_id] = a
     held: dict[str, int] = {}
@@ -72,7 +73,7 @@ def within_limits(snapshot: Snapshot, plan: Mapping[str, Assignment], owners: Ma
     for job_id in sorted((j for j in out if j in views), key=urgency):
         user = owners.get(job_id, "")
         limit = quotas.of(user).max_gpus
-        gpus = out[job_id].gpus
+        gpus = out[job_id].gpus * out[job_id].node_count  # a gang's on every node
         if limit is not None and held.get(user, 0) + gpus > limit:
             why[job_id] = Reason("over_quota", detail=f"{user}'s jobs may hold at most {limit} "
                                  f"GPUs at once and hold {held.get(user, 0)}")

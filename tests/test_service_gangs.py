@@ -35,7 +35,9 @@ TWO_NODES = ("nodes:\n  - {name: n1, gpu_type: fast, gpus: 1}\n"
              "  - {name: n2, gpu_type: fast, gpus: 1}\n")
 # a gang profile alone: the job can only run on both nodes at once
 GANG_PROFILE = "profile,gpu_type,gpus,seconds_per_epoch,nodes\nddp,fast,1,1.0,2\n"
-EPOCHS = 8
+# long enough that the job is still training when the service, shutting down, stops it:
+# 22 epochs left after the 2 the tests wait for (about 10 s on an idle 2-core machine)
+EPOCHS = 24
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +90,7 @@ def node_names(client, expected: set[str] | None) -> set[str]:
 
 def submit(client) -> str:
     return client.post("/jobs", headers=ADMIN, json={
-        "script": str(EXAMPLES / "train_ddp.py"), "args": ["--samples", "30000"],
+        "script": str(EXAMPLES / "train_ddp.py"), "args": ["--samples", "20000"],
         "epochs": EPOCHS, "deadline_s": 3600, "profile": "ddp"}).json()["id"]
 
 
@@ -144,6 +146,8 @@ def start_gang(client, expected: set[str] | None) -> tuple[set[str], str]:
     job_id = submit(client)
     wait_running(client, job_id, 2)
     assert {r.environ()["ANDREAS_NODE"] for r in ranks(job_id).values()} == nodes
+    planned = client.get("/plan", headers=ADMIN).json()["assignments"][job_id]
+    assert {planned["node"], *planned["more_nodes"]} == nodes  # what `andreas plan` lists
     return nodes, job_id
 
 

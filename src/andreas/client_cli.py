@@ -377,7 +377,9 @@ def plan_cmd(url: Optional[str] = URL, token: Optional[str] = TOKEN,
     for job_id in sorted(set(forecast) | set(plan["assignments"]) | set(plan["waiting"])):
         a, f, w = (plan["assignments"].get(job_id), forecast.get(job_id, {}),
                    plan["waiting"].get(job_id))
-        t.add_row(job_id, a["node"] if a else "-", str(a["gpus"]) if a else "-",
+        t.add_row(job_id, ", ".join([a["node"], *a.get("more_nodes", ())]) if a else "-",
+                  (f"{a['gpus']} per node" if a.get("more_nodes") else str(a["gpus"]))
+                  if a else "-",
                   local_time(f.get("start"), now), local_time(f.get("completion"), now),
                   _eur(f.get("total_cost")), w["text"] if w else "")
     console.print(t)

@@ -611,3 +611,34 @@ def test_a_job_paused_for_a_gang_names_it_even_off_the_gangs_first_node():
     snap = Snapshot(0.0, sc.cluster, sc.profiles, (paused, JobView(sc.jobs[1], 10, None, False)))
     reason = displaced_by(paused, {"g1": Assignment("n1", 2, None, ("n2",))}, snap)
     assert reason is not None and reason.job == "g1"
+
+
+def test_the_service_measures_a_gangs_speed_against_its_profile_slowed_across_groups(
+        tmp_path):
+    """A gang's progress is measured against 10 s per epoch inside a rack and 10 x 1.5 across
+    racks, so the speed it learns is its own, not the racks'."""
+    from types import SimpleNamespace
+
+    from conftest import write_service_files
+
+    from andreas.service.config import read_service_config
+    from andreas.service.runs import Runs
+
+    nodes = ("nodes:\n  - {name: n1, gpu_type: fast, gpus: 1, group: r1}\n"
+             "  - {name: n2, gpu_type: fast, gpus: 1, group: r1}\n"
+             "  - {name: n3, gpu_type: fast, gpus: 1, group: r2}\n")
+    path = write_service_files(tmp_path, nodes=nodes)
+    (path.parent / "profiles.csv").write_text(
+        "profile,gpu_type,gpus,seconds_per_epoch,nodes,spread_slowdown\n"
+        "g,fast,1,10,2,1.5\ng,fast,1,30,,\n")
+    runs = Runs(read_service_config(path), None, SimpleNamespace(kind="test"),  # type: ignore
+                lambda reason: None)
+    job = SimpleNamespace(inline_profile=None, profile_name="g", speed_factor=1.0)
+
+    def run(*names):
+        return SimpleNamespace(node=names[0], gpu_type="fast", gpu_indices=[0], more_nodes=[
+            {"node": n, "gpu_indices": [0]} for n in names[1:]] or None)
+
+    assert runs._profiled_seconds(job, run("n1", "n2")) == 10.0
+    assert runs._profiled_seconds(job, run("n1", "n3")) == 15.0
+    assert runs._profiled_seconds(job, run("n3")) == 30.0

@@ -223,6 +223,8 @@ class RayExecutor:
         for actor in self._actors(handle):
             if actor is not None:
                 self._kill(actor)
+        if handle:  # its ranks are gone: nothing left to stop
+            self._ending.difference_update([handle.get("actor"), *handle.get("ranks", ())])
 
     def close(self) -> None:
         self.ray.shutdown()

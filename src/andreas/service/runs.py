@@ -123,13 +123,8 @@ class Runs:
         if not self.config.learn:
             return False
         s.flush()
-        base: dict = {**job_configs(self.config, job, learned=False),
-                      **job_gangs(self.config, job, learned=False)}
         reports, runs = run_rows.progress_reports(s, job.id), run_rows.runs_of(s, job.id)
-        slowdown = job_spread(self.config, job)  # a gang across node groups runs slower
-        profiled = {r.id: None if (spe := base.get(run_config(r))) is None else spe * (
-            slowdown.get(run_config(r), 1.0) if self.config.cluster.spans_groups(
-                tuple(node for node, _ in run_places(r))) else 1.0) for r in runs}
+        profiled = {r.id: self._profiled_seconds(job, r) for r in runs}
         factor = speed_factor(reports, profiled)
         job.speed_spread = speed_spread(reports, profiled)
         # its start-up, from each run's first report at the speed learned so far
@@ -141,6 +136,20 @@ class Runs:
         moved = abs(factor - job.speed_factor) > self.config.replan_deviation * job.speed_factor
         job.speed_factor = factor
         return moved
+
+    def _profiled_seconds(self, job: JobRow, run: RunRow) -> float | None:
+        """The seconds per epoch `job`'s profile gives for where `run` ran (None: none), a
+        gang's slowed by its `spread_slowdown` where its nodes spanned node groups: what
+        its reports are measured against, so that the learned speed is the job's own."""
+        config = run_config(run)
+        table: dict = {**job_configs(self.config, job, learned=False),
+                       **job_gangs(self.config, job, learned=False)}
+        spe = table.get(config)
+        if spe is None or len(config) < 3:
+            return spe
+        if self.config.cluster.spans_groups(tuple(node for node, _ in run_places(run))):
+            spe *= job_spread(self.config, job).get(config, 1.0)
+        return spe
 
     # ------------------------------------------------------------------ ends and stops
     def _end_run(self, s: Session, job: JobRow, run: RunRow, returncode: int | None,
@@ -225,8 +234,7 @@ class Runs:
                 return
             places.append((node, indices))
         node, indices = places[0]
-        more = [{"node": n.name, "gpu_indices": list(i)} for n, i in places[1:]]
-        more_nodes = tuple((n.name, tuple(i)) for n, i in places[1:])
+        more_nodes = tuple((n.name, tuple(i)) for n, i in places[1:])  # a gang's, rank 1 on
         with self.store.session() as s:
             owner, workdir = run_rows.owner_and_workdir(s, job_id)
         job_dir = self.config.job_dir(job_id)
@@ -244,7 +252,9 @@ class Runs:
             run = RunRow(job_id=job_id, node=node.name, gpu_type=node.gpu_type,
                          gpu_indices=list(indices), state=RunState.STARTING,
                          token_hash=hash_token(token), started_at=now,
-                         epochs_at_start=job.epochs_done, more_nodes=more or None)
+                         epochs_at_start=job.epochs_done,
+                         more_nodes=[{"node": n, "gpu_indices": list(i)}
+                                     for n, i in more_nodes] or None)
             s.add(run)
             s.flush()
             run_id = run.id

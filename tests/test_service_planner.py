@@ -102,3 +102,86 @@ def test_a_changed_speed_estimate_switches_plans_only_when_the_forecast_says_it_
     # after any other event, the fresh decision stands without that comparison
     proposal = moved.decide(snap, running, ["submit"], {}, set())
     assert proposal.source == "policy" and proposal.predicted is None
+
+
+# two one-GPU nodes of one speed, the big one drawing 3x the small one's power
+TWO_DRAWS = cluster([("big", "B", 1), ("small", "S", 1)], {"B": [300], "S": [100]})
+
+
+class FillFree:
+    """Keeps every running job where it runs and gives each free node, in the cluster's order,
+    to the next waiting job by id: a policy whose every decision is known by hand."""
+
+    name = "fill"
+
+    def decide(self, snap):
+        plan = {v.job_id: v.assignment for v in snap.jobs if v.assignment is not None}
+        used = {a.node for a in plan.values()}
+        free = [n.name for n in snap.cluster.nodes if n.name not in used]
+        waiting = sorted(v.job_id for v in snap.jobs if v.assignment is None)
+        plan.update({job_id: Assignment(node, 1) for job_id, node in zip(waiting, free)})
+        return plan
+
+
+def _reordered(c_due=1e9, c_weight=0.01):
+    """a (1 epoch) starts on big and b (1.1 epochs) on small at 0, c and d wait: the forecast
+    foresees c on big when a ends at 10 and d on small when b ends at 11. Then b ends first,
+    at 9.5 s: the planner and the snapshot of that moment."""
+    jobs = [job("a", epochs=1.0), job("b", epochs=1.1),
+            job("c", epochs=1.0, due=c_due, weight=c_weight), job("d", epochs=1.0)]
+    sc = scenario(TWO_DRAWS, {"p": {("B", 1): 10.0, ("S", 1): 10.0}}, jobs)
+    planner = _planner(scripted=FillFree())
+    first = planner.decide(snapshot(sc), {}, ["submit"], {}, set())
+    assert first.plan == {"a": Assignment("big", 1), "b": Assignment("small", 1)}
+    predicted = planner.forecast(snapshot(sc), first)
+    assert (predicted["c"].start, predicted["d"].start) == (pytest.approx(10.0),
+                                                           pytest.approx(11.0))
+    later = snapshot(sc, now=9.5, running={"a": ("big", 1)}, remaining={"a": 0.05})
+    return planner, replace(later, jobs=tuple(v for v in later.jobs if v.job_id != "b"))
+
+
+def test_completions_in_another_order_start_the_jobs_where_the_forecast_said():
+    planner, later = _reordered()
+    # a fresh decision would start c on the free small node, at a third of the power its
+    # forecast charged it; the repaired plan keeps c for big (busy until 10 s) and starts d
+    # where it was foreseen. Both cost the same, so the foreseen one stays.
+    proposal = planner.decide(later, {"a": Assignment("big", 1)}, ["completion"], {}, set())
+    assert proposal.source == "repaired"
+    assert proposal.plan == {"a": Assignment("big", 1), "d": Assignment("small", 1)}
+    assert proposal.why["c"].kind == "waiting_for_gpus" and proposal.why["c"].node == "big"
+    assert proposal.why["c"].until == pytest.approx(10.0)
+    assert proposal.predicted["c"].start == pytest.approx(10.0)  # its forecast, made once
+    # after an unforeseen event the policy decides afresh
+    fresh = planner.decide(later, {"a": Assignment("big", 1)}, ["submit"], {}, set())
+    assert fresh.source == "policy"
+    assert fresh.plan == {"a": Assignment("big", 1), "c": Assignment("small", 1)}
+
+
+def test_a_fresh_decision_replaces_the_foreseen_starts_when_it_pays():
+    # c is due at 15 at 100 EUR a second late: waiting for big it ends at 20 (5 s late),
+    # started now on small at 19.5 (4.5 s): 10 % cheaper, over the 1 % a switch must save
+    planner, later = _reordered(c_due=15.0, c_weight=100.0)
+    proposal = planner.decide(later, {"a": Assignment("big", 1)}, ["completion"], {}, set())
+    assert proposal.source == "policy"
+    assert proposal.plan == {"a": Assignment("big", 1), "c": Assignment("small", 1)}
+    assert proposal.predicted["c"].completion == pytest.approx(19.5)
+
+
+def test_the_foreseen_starts_keep_each_nodes_order():
+    from andreas.service.planner import foreseen_starts
+    from andreas.sim.forecast import ForeseenDecision
+
+    # n1 (2 GPUs) runs r on one GPU; x was foreseen on n1's two GPUs at 20 s, y on one at 30 s,
+    # z on n2 at 40 s; w was never foreseen to start
+    sc = scenario(CLUSTER, PROFILES, [job(j) for j in "rwxyz"])
+    snap = snapshot(sc, now=5.0, running={"r": ("n1", 1)})
+    foreseen = [ForeseenDecision(40.0, frozenset("wyz"), {"y": Assignment("n1", 1),
+                                                         "z": Assignment("n2", 1)}),
+                ForeseenDecision(20.0, frozenset("rwxyz"), {"r": Assignment("n1", 1),
+                                                           "x": Assignment("n1", 2)}),
+                ForeseenDecision(30.0, frozenset("wyz"), {"y": Assignment("n1", 1)})]
+    plan, why = foreseen_starts(snap, foreseen)
+    # y would fit n1's free GPU but x, foreseen there first, still waits; z starts on n2
+    assert plan == {"r": Assignment("n1", 1), "z": Assignment("n2", 1)}
+    assert {j: (r.node, r.until) for j, r in why.items()} == {"x": ("n1", 20.0),
+                                                              "y": ("n1", 30.0)}

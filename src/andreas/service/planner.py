@@ -1,7 +1,9 @@
 """The service's planning: a snapshot in, a decision and its forecast out; no database.
 
 One decision of the live service is more than the policy's: the plan the last forecast made
-for this moment may be kept (`source: forecast`), quotas and drained nodes take starts out
+for this moment may be kept (`source: forecast`), or, when completions came in another order
+than it foresaw, its starts that fit now (`source: repaired`, unless a fresh decision pays
+more than 1 % better), quotas and drained nodes take starts out
 (and the policy decides again without the jobs refused: quotas.WithinLimits, in the forecast's
 later decisions too), a change of learned speed switches plans only when the forecast says it
 pays (`source: kept` otherwise), and every job left waiting says why. `Planner` makes that
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ..policies.base import Assignment, Snapshot, check_plan, revisit_at
@@ -34,7 +36,9 @@ class Proposal:
     """One decision of the service, before it is carried out."""
 
     plan: dict[str, Assignment]
-    source: str  # "policy" (decided afresh), "forecast" (foreseen) or "kept" (not switched)
+    # "policy" (decided afresh), "forecast" (foreseen), "repaired" (the foreseen starts, events
+    # having come in another order: foreseen_starts) or "kept" (not switched)
+    source: str
     revisit_at: float | None  # jobs held back on purpose must be looked at again then
     why: dict[str, Reason]  # per job the plan leaves out, when the policy or a limit says why
     decision_s: float  # seconds the decision took
@@ -103,6 +107,48 @@ def minimal_failing(items: list, fails) -> list:
     return items
 
 
+def foreseen_starts(snapshot: Snapshot, foreseen: Sequence[ForeseenDecision]
+                    ) -> tuple[dict[str, Assignment], dict[str, Reason]]:
+    """The last forecast's plan, repaired for events that came in another order: every
+    running job kept where it runs, and each waiting job started where the forecast first
+    foresaw it start (node, GPUs, power limit) when those GPUs are free now and no job
+    foreseen to start on those nodes before it still waits: each node keeps its foreseen
+    order. A job left waiting is `waiting_for_gpus` of its foreseen node until its foreseen
+    start; a job no foreseen decision starts waits without a reason here.
+
+    Why: timing jitter reorders completions (foreseen: a ends at 40 s, then b at 42 s;
+    measured: b at 39 s). No foreseen decision then has the jobs now active, and a fresh
+    decision may start the next job on the other node, at another power and cost than the
+    forecast told its user, and the rest of the schedule shifts with it."""
+    free = {node.name: node.gpus for node in snapshot.cluster.nodes}
+    plan: dict[str, Assignment] = {}
+    waiting = set()
+    for view in snapshot.jobs:
+        if view.assignment is None:
+            waiting.add(view.job_id)
+            continue
+        plan[view.job_id] = view.assignment
+        for name in view.assignment.nodes:
+            free[name] = free.get(name, 0) - view.assignment.gpus
+    first: dict[str, tuple[float, Assignment]] = {}  # in the order the forecast starts them
+    for decision in sorted(foreseen, key=lambda d: d.time):
+        for job_id, a in decision.plan.items():
+            if job_id in waiting and job_id not in first:
+                first[job_id] = (decision.time, a)
+    blocked: set[str] = set()  # nodes where a job foreseen earlier still waits
+    why = {}
+    for job_id, (at, a) in first.items():
+        nodes = a.nodes
+        if blocked.isdisjoint(nodes) and all(free.get(n, 0) >= a.gpus for n in nodes):
+            plan[job_id] = a
+            for n in nodes:
+                free[n] -= a.gpus
+        else:
+            blocked.update(nodes)
+            why[job_id] = Reason("waiting_for_gpus", until=at, node=a.node)
+    return plan, why
+
+
 class Planner:
     """Decisions and forecasts for the scheduler, from snapshots alone. It remembers the
     decisions the last forecast foresaw (`foreseen`), how many it kept (`kept`), and why the
@@ -141,6 +187,13 @@ class Planner:
             chosen, source, predicted = self._worth_switching(snapshot, keep, chosen, wake,
                                                               bound)
             wake = None if source == "kept" else wake
+        elif source == "policy" and (repair := self.repaired_plan(snapshot, reasons, limits)):
+            repaired, repaired_why = repair
+            if repaired != chosen:
+                chosen, source, predicted = self._worth_switching(
+                    snapshot, repaired, chosen, wake, bound, incumbent="repaired")
+                if source == "repaired":
+                    wake, why = None, repaired_why
         return Proposal(chosen, source, wake, why, time.perf_counter() - tic, limits,
                         predicted)
 
@@ -184,6 +237,23 @@ class Planner:
                 self.kept += 1
                 return decision.plan
         return None
+
+    def repaired_plan(self, snapshot: Snapshot, reasons: list[str], limits: ServiceLimits
+                      ) -> tuple[dict[str, Assignment], dict[str, Reason]] | None:
+        """After foreseeable events that no foreseen decision matches (completions in another
+        order than forecast), the foreseen starts that fit now (`foreseen_starts`), within
+        today's limits, and why each job it leaves out waits; None when nothing was foreseen
+        or the repair does not fit."""
+        if not set(reasons) <= FORESEEABLE or not self.foreseen:
+            return None
+        plan, why = foreseen_starts(snapshot, self.foreseen)
+        plan, refused = limits.apply(snapshot, plan)
+        why.update(refused)
+        try:
+            check_plan(snapshot, plan, self.policy_name)
+        except Exception:
+            return None
+        return plan, why
 
     def culprit(self, snapshot: Snapshot, owners: Mapping[str, str],
                 drained: set[str]) -> str | None:
@@ -234,19 +304,23 @@ class Planner:
         return predicted, foreseen
 
     def _worth_switching(self, snapshot: Snapshot, keep: dict, fresh: dict,
-                         wake: float | None, limits: ServiceLimits | None
+                         wake: float | None, limits: ServiceLimits | None,
+                         incumbent: str = "kept"
                          ) -> tuple[dict, str, dict[str, JobForecast] | None]:
-        """A learned speed moved: switch from the running plan to the fresh decision only if
-        the forecast says it pays (by more than SWITCH_GAIN). Pausing and moving jobs on every
-        change of estimate would cost more in restarts than better estimates save. Returns the
+        """Switch from `keep` (the running plan after a learned speed moved, "kept"; the
+        foreseen starts after completions in another order, "repaired") to the fresh decision
+        only if the forecast says it pays (by more than SWITCH_GAIN). Pausing and moving jobs
+        on every change of estimate would cost more in restarts than better estimates save;
+        a job started elsewhere than forecast costs what its user was not told. Returns the
         plan, where it came from, and its forecast (None: not computed yet)."""
         try:
             check_plan(snapshot, keep, self.policy_name)
         except Exception:
             return fresh, "policy", None
         options = {name: self._forecast(snapshot, plan, w, limits) for name, plan, w in
-                   (("policy", fresh, wake), ("kept", keep, None))}
+                   (("policy", fresh, wake), (incumbent, keep, None))}
         total = {name: sum(f.total_cost for f in o[0].values()) for name, o in options.items()}
-        chosen = "policy" if total["policy"] < (1.0 - SWITCH_GAIN) * total["kept"] else "kept"
+        chosen = ("policy" if total["policy"] < (1.0 - SWITCH_GAIN) * total[incumbent]
+                  else incumbent)
         predicted, self.foreseen = options[chosen]
         return (fresh if chosen == "policy" else keep), chosen, predicted

@@ -368,6 +368,18 @@ def test_the_service_records_the_workload_history_only_when_asked(tmp_path):
     scheduler.board.record_history = True
     record_forecasts(scheduler, {"a": 500.0}, tardiness=0.5, at=1.0)
     assert [h["predicted_total"] for h in scheduler.board.history] == [pytest.approx(1.5)]
+    assert scheduler.board.history[0]["forecast_jobs"] == 1
+
+
+def test_a_workloads_first_plan_is_the_first_decision_that_forecast_it():
+    """`andreas validate` compares the measured total with the first plan's: a decision made
+    as the batch came in, which read the queue before it and forecast nothing, is not it (it
+    read as a first plan 100 % off). Later decisions with nothing left to forecast stay."""
+    from andreas.measure.validate import plans_of_the_workload
+
+    history = [{"time": t, "predicted_total": total, "forecast_jobs": n} for t, total, n in
+               ((0.5, 0.0, 0), (1.1, 0.0, 0), (1.2, 2.0, 3), (3.0, 2.1, 1), (5.0, 2.2, 0))]
+    assert [h["time"] for h in plans_of_the_workload(history, 1.0)] == [1.2, 3.0, 5.0]
 
 
 def test_a_queue_longer_than_one_statements_ids_gets_its_first_forecasts(tmp_path):

@@ -438,7 +438,7 @@ def _compare(spec, config, planned, ids, jobs, runs, t0, history, progress, meas
     learned_errors = [e["learned_error"] for e in entries if e["learned_error"] is not None]
     end = max(e["measured_completion_s"] for e in entries)
     last_submit = max(e["submitted_s"] for e in entries)
-    after = [h for h in history if h["time"] - t0 >= last_submit]
+    after = plans_of_the_workload(history, t0 + last_submit)
     return {
         "spec": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(spec).items()},
         "machine": {"cpus": os.cpu_count(), "executor": "local", "nvml": any(
@@ -457,7 +457,7 @@ def _compare(spec, config, planned, ids, jobs, runs, t0, history, progress, meas
         "pauses": sum(e["pauses"] for e in entries),
         "moves": sum(e["moves"] for e in entries),
         "worst_learned_error": max(learned_errors) if learned_errors else None,
-        "prediction_deviation_at": _deviation_at(history, t0, end, measured_total),
+        "prediction_deviation_at": _deviation_at(after, t0, end, measured_total),
         "prediction_history": [{"time_s": h["time"] - t0, "predicted_total": h["predicted_total"],
                                 "deviation": _deviation(measured_total, h["predicted_total"])}
                                for h in after],
@@ -489,6 +489,16 @@ def _share(flags: list[bool | None]) -> float | None:
     """The share of True among the flags that are set; None if none is."""
     known = [f for f in flags if f is not None]
     return sum(known) / len(known) if known else None
+
+
+def plans_of_the_workload(history: list[dict], submitted: float) -> list[dict]:
+    """The service's history entries (`Scheduler._record_history`) from the first decision
+    that planned the submitted workload: a decision made as the batch came in may have read
+    the queue before it and forecast nothing, which would read as a first plan 100 % off."""
+    after = [h for h in history if h["time"] >= submitted]
+    while after and after[0].get("forecast_jobs") == 0:
+        after.pop(0)
+    return after
 
 
 def _deviation_at(history, t0: float, end: float, measured_total: float) -> dict:

@@ -234,7 +234,8 @@ class Scheduler:
             f = predicted.get(job_id)
             total += m["energy_cost"] + m.get("carbon_cost", 0.0) + (
                 f.total_cost if f else m["tardiness_cost"])
-        self.board.history.append({"time": now, "predicted_total": total, "jobs": len(spent)})
+        self.board.history.append({"time": now, "predicted_total": total, "jobs": len(spent),
+                                   "forecast_jobs": len(predicted)})
 
     # ------------------------------------------------------------------ what-if
     def what_if(self, job: JobRow, owner: str) -> JobForecast:

@@ -151,6 +151,7 @@ def test_completions_in_another_order_start_the_jobs_where_the_forecast_said():
     assert proposal.why["c"].kind == "waiting_for_gpus" and proposal.why["c"].node == "big"
     assert proposal.why["c"].until == pytest.approx(10.0)
     assert proposal.predicted["c"].start == pytest.approx(10.0)  # its forecast, made once
+    assert proposal.weighed["policy"] == pytest.approx(proposal.weighed["repaired"])
     # after an unforeseen event the policy decides afresh
     fresh = planner.decide(later, {"a": Assignment("big", 1)}, ["submit"], {}, set())
     assert fresh.source == "policy"
@@ -165,6 +166,7 @@ def test_a_fresh_decision_replaces_the_foreseen_starts_when_it_pays():
     assert proposal.source == "policy"
     assert proposal.plan == {"a": Assignment("big", 1), "c": Assignment("small", 1)}
     assert proposal.predicted["c"].completion == pytest.approx(19.5)
+    assert proposal.weighed["repaired"] - proposal.weighed["policy"] == pytest.approx(50.0)
 
 
 def test_the_foreseen_starts_keep_each_nodes_order():

@@ -321,7 +321,7 @@ def record_forecasts(scheduler, completions, *, tardiness=0.0, at=0.0):
     predicted = {j: JobForecast(j, 100.0, c, 1.0, tardiness) for j, c in completions.items()}
     read = SimpleNamespace(snapshot=SimpleNamespace(time=at, jobs=()), drained_out={})
     proposal = SimpleNamespace(plan={}, decision_s=0.01, source="policy", revisit_at=None,
-                               why={})
+                               why={}, weighed=None)
     scheduler._publish(read, proposal, predicted, ["test"])
 
 

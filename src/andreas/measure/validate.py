@@ -29,6 +29,7 @@ import statistics
 import sys
 import threading
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
@@ -423,6 +424,8 @@ def _compare(spec, config, planned, ids, jobs, runs, t0, history, progress, meas
             "deviation": _deviation(measured_cost, predicted["total_cost"]),
             "energy_deviation": _deviation(energy, predicted["energy_cost"]),
             "runs": len(job_runs), "nodes": sorted({r["node"] for r in job_runs}),
+            "run_nodes": [r["node"] for r in job_runs],  # in order
+            "first_planned_node": first_planned_node(history, job_id, predicted),
             "pauses": sum(r["stop_reason"] == "pause" for r in job_runs),
             "moves": sum(r["stop_reason"] == "move" for r in job_runs),
             "measured_seconds_per_epoch": spe_true,
@@ -462,6 +465,10 @@ def _compare(spec, config, planned, ids, jobs, runs, t0, history, progress, meas
                                 "deviation": _deviation(measured_total, h["predicted_total"])}
                                for h in after],
         "per_job": per_job_distribution(entries),
+        "decision_sources": dict(Counter(h.get("source", "?") for h in after)),
+        "decisions": [{"time_s": h["time"] - t0, "reasons": h.get("reasons"),
+                       "source": h.get("source"), "weighed": h.get("weighed"),
+                       "nodes": h.get("nodes")} for h in after],
         "jobs": entries,
     }
 
@@ -489,6 +496,15 @@ def _share(flags: list[bool | None]) -> float | None:
     """The share of True among the flags that are set; None if none is."""
     known = [f for f in flags if f is not None]
     return sum(known) / len(known) if known else None
+
+
+def first_planned_node(history: list[dict], job_id: str, predicted: dict) -> str | None:
+    """Where the decision that first forecast `job_id` ran it or first foresaw it start (its
+    history entry's `nodes`); None if that decision is not in the history."""
+    for h in history:
+        if h["time"] == predicted.get("planned_at"):
+            return h.get("nodes", {}).get(job_id)
+    return None
 
 
 def plans_of_the_workload(history: list[dict], submitted: float) -> list[dict]:

@@ -40,6 +40,7 @@ class PlanInfo:
     waiting: dict[str, dict] = field(default_factory=dict)
     forecast_cut: str | None = None  # why the forecast was stopped, if it was
     foreseen: tuple[ForeseenDecision, ...] = ()  # the later decisions the forecast made
+    weighed: dict[str, float] | None = None  # forecast totals of the plans weighed, by source
 
 
 def forecast_entry(planned_at: float, f: JobForecast, carbon_price: float = 0.0) -> dict:

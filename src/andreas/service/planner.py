@@ -44,6 +44,9 @@ class Proposal:
     decision_s: float  # seconds the decision took
     limits: ServiceLimits  # what bounded its starts (its forecast keeps to them too)
     predicted: dict[str, JobForecast] | None = None  # its forecast, where deciding made one
+    # the forecast totals (EUR) of the plans weighed against each other, by source, where
+    # a switch was weighed (_worth_switching): why the service switched plans, or did not
+    weighed: dict[str, float] | None = None
 
 
 def waiting_reasons(snapshot: Snapshot, plan: Mapping, why: Mapping[str, Reason],
@@ -182,20 +185,20 @@ class Planner:
             why.update(refused)
         check_plan(snapshot, chosen, self.policy_name)
         keep = dict(running)
-        predicted = None
+        predicted = weighed = None
         if source == "policy" and set(reasons) <= {"prediction-moved"} and chosen != keep:
-            chosen, source, predicted = self._worth_switching(snapshot, keep, chosen, wake,
-                                                              bound)
+            chosen, source, predicted, weighed = self._worth_switching(snapshot, keep, chosen,
+                                                                       wake, bound)
             wake = None if source == "kept" else wake
         elif source == "policy" and (repair := self.repaired_plan(snapshot, reasons, limits)):
             repaired, repaired_why = repair
             if repaired != chosen:
-                chosen, source, predicted = self._worth_switching(
+                chosen, source, predicted, weighed = self._worth_switching(
                     snapshot, repaired, chosen, wake, bound, incumbent="repaired")
                 if source == "repaired":
                     wake, why = None, repaired_why
         return Proposal(chosen, source, wake, why, time.perf_counter() - tic, limits,
-                        predicted)
+                        predicted, weighed)
 
     def limits(self, owners: Mapping[str, str], drained: set[str]) -> ServiceLimits:
         """The limits of a decision: these owners and drained nodes, the configured quotas."""
@@ -306,21 +309,23 @@ class Planner:
     def _worth_switching(self, snapshot: Snapshot, keep: dict, fresh: dict,
                          wake: float | None, limits: ServiceLimits | None,
                          incumbent: str = "kept"
-                         ) -> tuple[dict, str, dict[str, JobForecast] | None]:
+                         ) -> tuple[dict, str, dict[str, JobForecast] | None,
+                                    dict[str, float] | None]:
         """Switch from `keep` (the running plan after a learned speed moved, "kept"; the
         foreseen starts after completions in another order, "repaired") to the fresh decision
         only if the forecast says it pays (by more than SWITCH_GAIN). Pausing and moving jobs
         on every change of estimate would cost more in restarts than better estimates save;
         a job started elsewhere than forecast costs what its user was not told. Returns the
-        plan, where it came from, and its forecast (None: not computed yet)."""
+        plan, where it came from, its forecast (None: not computed yet) and the forecast
+        totals weighed."""
         try:
             check_plan(snapshot, keep, self.policy_name)
         except Exception:
-            return fresh, "policy", None
+            return fresh, "policy", None, None
         options = {name: self._forecast(snapshot, plan, w, limits) for name, plan, w in
                    (("policy", fresh, wake), (incumbent, keep, None))}
         total = {name: sum(f.total_cost for f in o[0].values()) for name, o in options.items()}
         chosen = ("policy" if total["policy"] < (1.0 - SWITCH_GAIN) * total[incumbent]
                   else incumbent)
         predicted, self.foreseen = options[chosen]
-        return (fresh if chosen == "policy" else keep), chosen, predicted
+        return (fresh if chosen == "policy" else keep), chosen, predicted, total

@@ -205,7 +205,7 @@ class Scheduler:
                         decision_s=proposal.decision_s, decisions=previous.decisions + 1,
                         source=proposal.source, revisit_at=proposal.revisit_at,
                         forecast_cut=self.planner.forecast_cut,
-                        foreseen=tuple(self.planner.foreseen))
+                        foreseen=tuple(self.planner.foreseen), weighed=proposal.weighed)
         price = self.config.cluster.carbon_price
         info.forecast = {job_id: forecast_entry(snapshot.time, f, price)
                          for job_id, f in predicted.items()}
@@ -223,19 +223,29 @@ class Scheduler:
             info.waiting[job_id] = waiting_entry(Reason("drained_out", node=nodes))
         self.board.publish(info)
         if self.board.record_history:
-            self._record_history(snapshot.time, predicted)
+            self._record_history(snapshot.time, predicted, info)
 
-    def _record_history(self, now: float, predicted: dict[str, JobForecast]) -> None:
+    def _record_history(self, now: float, predicted: dict[str, JobForecast],
+                        info: PlanInfo) -> None:
         """The whole workload's predicted cost as seen now: what was spent so far plus what
-        the forecast says is still to come (for validation plots)."""
+        the forecast says is still to come (for validation plots); and the decision: why it
+        was made, where its plan came from (`Proposal.source`), and on which node each job
+        runs now or is first foreseen to start (to tell a job that ran elsewhere than first
+        planned)."""
         spent = self.accounting.measured()["jobs"]
         total = 0.0
         for job_id, m in spent.items():
             f = predicted.get(job_id)
             total += m["energy_cost"] + m.get("carbon_cost", 0.0) + (
                 f.total_cost if f else m["tardiness_cost"])
+        nodes = {job_id: "+".join(a.nodes) for d in reversed(info.foreseen)
+                 for job_id, a in d.plan.items()}  # each job's first foreseen place wins
+        nodes.update((job_id, "+".join([a["node"], *a.get("more_nodes", ())]))
+                     for job_id, a in info.assignments.items())
         self.board.history.append({"time": now, "predicted_total": total, "jobs": len(spent),
-                                   "forecast_jobs": len(predicted)})
+                                   "forecast_jobs": len(predicted), "source": info.source,
+                                   "reasons": list(info.reasons), "nodes": nodes,
+                                   "weighed": info.weighed})
 
     # ------------------------------------------------------------------ what-if
     def what_if(self, job: JobRow, owner: str) -> JobForecast:

@@ -98,6 +98,31 @@ def test_speed_factor_converges_to_the_true_ratio_and_ignores_start_up():
     assert speed_factor(noisy, profiled) == pytest.approx(1.3, rel=0.02)
 
 
+def _reports(seconds):
+    """One run's reports, an epoch apart, taking `seconds` each (profiled: 1 s per epoch)."""
+    t, out = 0.0, [R(1, 0.0, 0.0)]
+    for e, dt in enumerate(seconds, 1):
+        t += dt
+        out.append(R(1, t, float(e)))
+    return out
+
+
+def test_a_learned_speed_replans_only_past_its_reports_noise():
+    from andreas.service.learning import worth_replanning
+
+    def worth(seconds):
+        reports = _reports(seconds)
+        return worth_replanning(1.0, speed_factor(reports, {1: 1.0}), reports, {1: 1.0}, 0.1)
+
+    # steady 30 % slower: a replan from the third pair on, not on one or two
+    assert [worth([1.3] * n) for n in (1, 2, 3)] == [False, False, True]
+    # 1.0, 1.4, 1.0, 1.4 s: factor 1.2, spread 0.2309 / 1.2 = 0.192; twice the standard error,
+    # 2 x 0.192 x 1.2 / sqrt(4) = 0.231, exceeds the move of 0.2: noise, no replan. Eight
+    # such pairs: 2 x 0.178 x 1.2 / sqrt(8) = 0.151 < 0.2: a replan
+    assert not worth([1.0, 1.4] * 2) and worth([1.0, 1.4] * 4)
+    assert not worth([1.05] * 8)  # a steady 5 % is under replan_deviation (10 %)
+
+
 def _cluster():
     return Cluster({"g": GpuType("g", (100.0, 180.0))}, (Node("a", "g", 2),), 0.3, 1.2, 5.0)
 

@@ -8,7 +8,8 @@ within one run (so the start-up before the first report of a run is left out):
 
 It weighs each configuration by the time spent on it, and scales the profile for every
 configuration by the same factor (the job's other configurations are predicted from the one
-it ran on). The scheduler replans when the factor moves by more than `replan_deviation`.
+it ran on). The scheduler replans when the factor moves by more than `replan_deviation` and by
+more than its reports' noise (`worth_replanning`).
 """
 
 from __future__ import annotations
@@ -91,7 +92,11 @@ def speed_spread(reports: Sequence[Report], profiled_spe: Mapping[int, float | N
     over its consecutive report pairs, as a share of their mean; None until there are three
     pairs. Forecast ranges (`sim.forecast.forecast_range`) take each job this much faster
     and slower."""
-    ratios = [dt / expected for dt, expected in _pairs(reports, profiled_spe)]
+    return _spread([dt / expected for dt, expected in _pairs(reports, profiled_spe)])
+
+
+def _spread(ratios: list[float]) -> float | None:
+    """The standard deviation of `ratios` as a share of their mean; None under 3 of them."""
     if len(ratios) < 3:
         return None
     mean = sum(ratios) / len(ratios)
@@ -99,3 +104,27 @@ def speed_spread(reports: Sequence[Report], profiled_spe: Mapping[int, float | N
         return None
     var = sum((r - mean) ** 2 for r in ratios) / (len(ratios) - 1)
     return min(1.0, var ** 0.5 / mean)
+
+
+MIN_PAIRS = 3
+"""Pairs of reports a learned speed needs before its moves may replan (the fewest that give a
+spread, `speed_spread`)."""
+
+
+def worth_replanning(old: float, new: float, reports: Sequence[Report],
+                     profiled_spe: Mapping[int, float | None], deviation: float) -> bool:
+    """Whether the learned factor's move from `old` to `new` warrants a new plan: it moved by
+    more than `deviation` x `old`, and by more than twice the new estimate's standard error
+    (the spread of its report pairs x `new` / sqrt(pairs)), from at least MIN_PAIRS pairs.
+
+    Why: on a shared or throttled machine a job's epochs jitter, so its first pair or two of
+    reports say little; replanning on them paused and moved jobs for noise, and each job the
+    new plan placed elsewhere cost other than its forecast said (docs/service-measured.md).
+    The new factor is used all the same by the next decision, whatever its reason."""
+    if abs(new - old) <= deviation * old:
+        return False
+    ratios = [dt / expected for dt, expected in _pairs(reports, profiled_spe)]
+    if len(ratios) < MIN_PAIRS:
+        return False
+    spread = _spread(ratios) or 0.0
+    return abs(new - old) > 2.0 * spread * new / len(ratios) ** 0.5

@@ -25,7 +25,7 @@ from .db import JobRow, ProgressRow, RunRow, run_places
 from .events import event
 from .folders import FolderRefused, refused_write
 from .job_accounts import JobAccounts, read_job_file
-from .learning import speed_factor, speed_spread, startup_s
+from .learning import speed_factor, speed_spread, startup_s, worth_replanning
 from .snapshots import DONE_EPS, job_configs, job_gangs, job_spread, run_config
 from .states import CANCELLED_MESSAGE, JobState, RunEnd, RunState, after_run
 from .store import Store, hash_token, must_get, new_token
@@ -133,7 +133,8 @@ class Runs:
             r.id: spe * speed if (spe := profiled[r.id]) else None for r in runs})
         if factor is None:
             return False
-        moved = abs(factor - job.speed_factor) > self.config.replan_deviation * job.speed_factor
+        moved = worth_replanning(job.speed_factor, factor, reports, profiled,
+                                 self.config.replan_deviation)
         job.speed_factor = factor
         return moved
 

@@ -187,3 +187,47 @@ def test_the_foreseen_starts_keep_each_nodes_order():
     assert plan == {"r": Assignment("n1", 1), "z": Assignment("n2", 1)}
     assert {j: (r.node, r.until) for j, r in why.items()} == {"x": ("n1", 20.0),
                                                               "y": ("n1", 30.0)}
+
+
+def _swapped(decision):
+    """`decision` with its two jobs' nodes swapped: what an earlier forecast might have
+    foreseen under other speeds."""
+    from andreas.sim.forecast import ForeseenDecision
+
+    (j1, a1), (j2, a2) = decision.plan.items()
+    return ForeseenDecision(decision.time, decision.jobs, {j1: a2, j2: a1})
+
+
+def _two_ends_at_ten():
+    """a and b (1 epoch) start on big and small at 0 and both end at 10; c and d wait."""
+    jobs = [job(j, epochs=1.0) for j in "abcd"]
+    return scenario(TWO_DRAWS, {"p": {("B", 1): 10.0, ("S", 1): 10.0}}, jobs)
+
+
+def test_a_forecast_keeps_to_the_decisions_the_last_one_foresaw():
+    sc = _two_ends_at_ten()
+    planner = _planner()
+    first = planner.decide(snapshot(sc), {}, ["submit"], {}, set())
+    predicted = planner.forecast(snapshot(sc), first)
+    at_ten = planner.foreseen[0]
+    assert at_ten.time == pytest.approx(10.0) and at_ten.jobs == {"c", "d"}
+    # as if an earlier forecast, under other learned speeds, had foreseen c and d swapped
+    planner.foreseen = [_swapped(at_ten)]
+    running = dict(first.plan)
+    now = snapshot(sc, now=5.0, running={j: (a.node, a.gpus) for j, a in running.items()},
+                   remaining={"a": 0.5, "b": 0.5})
+    # a foreseeable event: the forecast keeps to the foreseen decision at 10
+    kept = planner.decide(now, running, ["revisit"], {}, set())
+    assert kept.follows_foresight
+    again = planner.forecast(now, kept)
+    assert planner.foreseen[0].plan == _swapped(at_ten).plan
+    # the energy of c and d swapped with their nodes (300 W against 100 W, 10 s each)
+    assert again["c"].energy_cost == pytest.approx(predicted["d"].energy_cost)
+    assert again["d"].energy_cost == pytest.approx(predicted["c"].energy_cost)
+    assert predicted["c"].energy_cost != pytest.approx(predicted["d"].energy_cost)
+    # an arrival was not foreseen: the forecast asks the policy afresh
+    planner.foreseen = [_swapped(at_ten)]
+    fresh = planner.decide(now, running, ["submit"], {}, set())
+    assert not fresh.follows_foresight
+    planner.forecast(now, fresh)
+    assert planner.foreseen[0].plan == at_ten.plan

@@ -21,18 +21,18 @@ import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
 from ..model import Job, Profiles
 from ..policies import Policy, make_policy, pinning
 from ..policies.arrivals import ArrivalLog
-from ..policies.base import JobView, Snapshot
+from ..policies.base import JobView, PlanError, Snapshot, check_plan
 from ..policies.decision import Decision
 from ..policies.registry import options_for
 from ..policies.steps.forward_check import sample_arrivals, with_profiles_of
@@ -67,6 +67,36 @@ def forecast_policy(name: str, options: Mapping[str, Any], jobs: int) -> Policy:
 Forecast = tuple[dict[str, JobForecast], list[ForeseenDecision]]
 
 
+class KeepForeseen:
+    """`policy`, except at a moment an earlier forecast foresaw (the same active jobs, and
+    its plan still fits): there, the decision that forecast foresaw.
+
+    Why: a forecast is made after every decision, with the speeds learned so far. Asked
+    afresh at each later event, the policy places a job that has not started by margins that
+    shift with every small change of those speeds, so the node a job was forecast to run on,
+    and with it its predicted energy, flipped from one forecast to the next although nothing
+    unforeseen happened. The live service keeps to the foreseen decisions
+    (`Planner.foreseen_plan`); its forecasts now do so too, until something unforeseen
+    happens (an arrival, a cancellation, a learned speed that moved past its noise)."""
+
+    pins_itself: ClassVar[bool] = True  # the foreseen plans hold the pinned jobs already
+
+    def __init__(self, policy: Policy, foreseen: Sequence[ForeseenDecision]) -> None:
+        self.policy, self.foreseen = policy, tuple(foreseen)
+        self.name = policy.name
+
+    def decide(self, snapshot: Snapshot) -> Mapping:
+        active = frozenset(v.job_id for v in snapshot.jobs)
+        for decision in self.foreseen:
+            if decision.jobs == active:
+                try:
+                    check_plan(snapshot, decision.plan, self.name)
+                except PlanError:
+                    break
+                return Decision.of(decision.plan)
+        return pinning.decide(self.policy, snapshot)
+
+
 class ForecastCut(Exception):
     """A forecast stopped at its time budget (`forecast_budget_s`): it grows with the square
     of the queue, and a scheduler waiting for it reacts to nothing else."""
@@ -79,7 +109,8 @@ class Decider(Protocol):
 
     def forecast(self, snapshot: Snapshot, plan: Mapping, wake: float | None,
                  limits: ServiceLimits | None = None,
-                 spread: Mapping[str, float] | None = None) -> Forecast: ...
+                 spread: Mapping[str, float] | None = None,
+                 foreseen: Sequence[ForeseenDecision] = ()) -> Forecast: ...
 
     def what_if(self, snapshot: Snapshot, job_id: str, limits: ServiceLimits | None = None,
                 spread: Mapping[str, float] | None = None) -> JobForecast: ...
@@ -117,9 +148,17 @@ class Worker:
         return forecast(snapshot, plan, policy, decisions=decisions,
                         on_event=self._past_budget(snapshot))
 
+    def _forecast_policy(self, snapshot: Snapshot, limits: ServiceLimits | None,
+                         foreseen: Sequence[ForeseenDecision] = ()) -> Policy:
+        """What a forecast's later decisions are made with: the service's policy for
+        forecasts (`forecast_policy`), keeping to `foreseen` decisions (KeepForeseen) and to
+        `limits`."""
+        own = forecast_policy(self.name, self.options, len(snapshot.jobs))
+        return limited(KeepForeseen(own, foreseen) if foreseen else own, limits)
+
     def _with_range(self, snapshot: Snapshot, plan: Mapping, limits: ServiceLimits | None,
                     predicted: dict[str, JobForecast], spread: Mapping[str, float] | None,
-                    ) -> dict[str, JobForecast]:
+                    foreseen: Sequence[ForeseenDecision] = ()) -> dict[str, JobForecast]:
         """`predicted`, each job's forecast with its range (`forecast_range`: every job
         `spread` faster, or slower with arrivals sampled from the jobs seen, at the rate
         seen); as it was where the range's forecasts pass the time budget."""
@@ -132,8 +171,7 @@ class Worker:
         try:  # (a sampled arrival may copy a finished job: its profile comes along)
             ranges = forecast_range(
                 with_profiles_of(snapshot, self.arrivals, [arrivals]), plan,
-                lambda: limited(forecast_policy(self.name, self.options, len(snapshot.jobs)),
-                                limits),
+                lambda: self._forecast_policy(snapshot, limits, foreseen),
                 predicted, spread, arrivals, on_event=self._past_budget(snapshot))
         except ForecastCut:
             return predicted
@@ -150,22 +188,24 @@ class Worker:
 
     def forecast(self, snapshot: Snapshot, plan: Mapping, wake: float | None,
                  limits: ServiceLimits | None = None,
-                 spread: Mapping[str, float] | None = None) -> Forecast:
+                 spread: Mapping[str, float] | None = None,
+                 foreseen: Sequence[ForeseenDecision] = ()) -> Forecast:
         """The rest of the queue under `plan` (which holds jobs back until `wake`, if set),
-        and the later decisions the forecast made, each keeping to `limits` too; with
+        and the later decisions the forecast made, each keeping to `limits` too; where an
+        earlier forecast `foreseen` a moment, its decision there (KeepForeseen); with
         `spread` (job -> share), each job's forecast carries its range."""
-        foreseen: list[ForeseenDecision] = []
+        made: list[ForeseenDecision] = []
         timed = plan if wake is None else Decision(dict(plan), wake)
-        policy = limited(forecast_policy(self.name, self.options, len(snapshot.jobs)), limits)
-        predicted = self._run_forecast(snapshot, timed, policy, foreseen)
-        predicted = self._with_range(snapshot, timed, limits, predicted, spread)
-        return predicted, foreseen[:FORESEEN_KEPT]
+        policy = self._forecast_policy(snapshot, limits, foreseen)
+        predicted = self._run_forecast(snapshot, timed, policy, made)
+        predicted = self._with_range(snapshot, timed, limits, predicted, spread, foreseen)
+        return predicted, made[:FORESEEN_KEPT]
 
     def what_if(self, snapshot: Snapshot, job_id: str, limits: ServiceLimits | None = None,
                 spread: Mapping[str, float] | None = None) -> JobForecast:
         """The forecast of `job_id` under the decision the next tick would make, made now
         (with its range, given `spread`)."""
-        policy = limited(forecast_policy(self.name, self.options, len(snapshot.jobs)), limits)
+        policy = self._forecast_policy(snapshot, limits)
         plan = pinning.decide(policy, snapshot)
         predicted = self._with_range(snapshot, plan, limits,
                                      self._run_forecast(snapshot, plan, policy), spread)
@@ -258,8 +298,9 @@ class ProcessDecider:
 
     def forecast(self, snapshot: Snapshot, plan: Mapping, wake: float | None,
                  limits: ServiceLimits | None = None,
-                 spread: Mapping[str, float] | None = None) -> Forecast:
-        return self._run("forecast", snapshot, plan, wake, limits, spread)
+                 spread: Mapping[str, float] | None = None,
+                 foreseen: Sequence[ForeseenDecision] = ()) -> Forecast:
+        return self._run("forecast", snapshot, plan, wake, limits, spread, tuple(foreseen))
 
     def what_if(self, snapshot: Snapshot, job_id: str, limits: ServiceLimits | None = None,
                 spread: Mapping[str, float] | None = None) -> JobForecast:

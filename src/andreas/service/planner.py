@@ -47,6 +47,8 @@ class Proposal:
     # the forecast totals (EUR) of the plans weighed against each other, by source, where
     # a switch was weighed (_worth_switching): why the service switched plans, or did not
     weighed: dict[str, float] | None = None
+    # nothing unforeseen led to it: its forecast keeps to the decisions the last one foresaw
+    follows_foresight: bool = False
 
 
 def waiting_reasons(snapshot: Snapshot, plan: Mapping, why: Mapping[str, Reason],
@@ -197,8 +199,9 @@ class Planner:
                     snapshot, repaired, chosen, wake, bound, incumbent="repaired")
                 if source == "repaired":
                     wake, why = None, repaired_why
+        follows = source != "policy" or (set(reasons) <= FORESEEABLE and weighed is None)
         return Proposal(chosen, source, wake, why, time.perf_counter() - tic, limits,
-                        predicted, weighed)
+                        predicted, weighed, follows)
 
     def limits(self, owners: Mapping[str, str], drained: set[str]) -> ServiceLimits:
         """The limits of a decision: these owners and drained nodes, the configured quotas."""
@@ -208,12 +211,14 @@ class Planner:
                  spread: Mapping[str, float] | None = None) -> dict[str, JobForecast]:
         """The rest of the queue under the proposal's plan (which holds jobs back until its
         revisit time, if set), later decisions within its limits; those decisions are kept in
-        `foreseen`. With `spread` (job -> share of its speed), each job's forecast carries its
-        range. A forecast stopped at its time budget gives none (the predictions shown stay
-        the older ones)."""
+        `foreseen`; unless something unforeseen led to the proposal, they keep to the
+        decisions the last forecast foresaw (decider.KeepForeseen). With `spread` (job ->
+        share of its speed), each job's forecast carries its range. A forecast stopped at its
+        time budget gives none (the predictions shown stay the older ones)."""
         predicted, self.foreseen = self._forecast(
             snapshot, proposal.plan, proposal.revisit_at,
-            proposal.limits if proposal.limits.bind else None, spread)
+            proposal.limits if proposal.limits.bind else None, spread,
+            self.foreseen if proposal.follows_foresight else ())
         return predicted
 
     def what_if(self, snapshot: Snapshot, job_id: str, limits: ServiceLimits,
@@ -290,10 +295,12 @@ class Planner:
         return max(blamed, key=lambda v: (v.job.submit_time, snapshot.jobs.index(v))).job_id
 
     def _forecast(self, snapshot: Snapshot, plan: Mapping, wake: float | None,
-                  limits: ServiceLimits | None, spread: Mapping[str, float] | None = None
+                  limits: ServiceLimits | None, spread: Mapping[str, float] | None = None,
+                  previous: Sequence[ForeseenDecision] = ()
                   ) -> tuple[dict[str, JobForecast], list[ForeseenDecision]]:
         try:
-            predicted, foreseen = self.decider.forecast(snapshot, plan, wake, limits, spread)
+            predicted, foreseen = self.decider.forecast(snapshot, plan, wake, limits, spread,
+                                                        previous)
         except ForecastCut as cut:  # the plan stands; the predictions shown are older ones
             if self.forecast_cut is None:
                 log.warning("%s; the predictions shown are older ones", cut)
@@ -322,8 +329,9 @@ class Planner:
             check_plan(snapshot, keep, self.policy_name)
         except Exception:
             return fresh, "policy", None, None
-        options = {name: self._forecast(snapshot, plan, w, limits) for name, plan, w in
-                   (("policy", fresh, wake), (incumbent, keep, None))}
+        options = {name: self._forecast(snapshot, plan, w, limits, None, previous)
+                   for name, plan, w, previous in (("policy", fresh, wake, ()),
+                                                   (incumbent, keep, None, self.foreseen))}
         total = {name: sum(f.total_cost for f in o[0].values()) for name, o in options.items()}
         chosen = ("policy" if total["policy"] < (1.0 - SWITCH_GAIN) * total[incumbent]
                   else incumbent)

@@ -123,6 +123,33 @@ def test_a_learned_speed_replans_only_past_its_reports_noise():
     assert not worth([1.05] * 8)  # a steady 5 % is under replan_deviation (10 %)
 
 
+def test_a_profile_30_percent_off_replans_at_its_third_pair_of_reports(tmp_path):
+    """The service keeps the profile until three pairs of reports back a learned speed; then
+    the whole move (1.0 to 1.3) is judged at once and replans. Taking the first pair's factor
+    would have spent the move on noise: no later report would move it past 10 %."""
+    from andreas.service.db import JobRow, RunRow
+
+    config = read_service_config(write_service_files(tmp_path))
+    scheduler = scheduler_with_queued_jobs(config, ["j"])
+    try:
+        store = scheduler.store
+        with store.session() as s:
+            s.add(RunRow(id=1, job_id="j", node="n1", gpu_type="fast", gpu_indices=[0],
+                         state="running", token_hash="x", started_at=0.0, epochs_at_start=0.0))
+        moved, factors = [], []
+        with store.session() as s:
+            job, run = s.get(JobRow, "j"), s.get(RunRow, 1)
+            spe = scheduler.runs._profiled_seconds(job, run)
+            for epoch in range(5):  # a report at each epoch, 30 % slower than profiled
+                moved.append(scheduler.runs.record_progress(
+                    s, job, run, float(epoch), at=5.0 + 1.3 * spe * epoch))
+                factors.append(job.speed_factor)
+        assert moved == [False, False, False, True, False]
+        assert factors[:3] == [1.0, 1.0, 1.0] and factors[3:] == [pytest.approx(1.3)] * 2
+    finally:
+        scheduler.shutdown(stop_jobs=True)
+
+
 def _cluster():
     return Cluster({"g": GpuType("g", (100.0, 180.0))}, (Node("a", "g", 2),), 0.3, 1.2, 5.0)
 

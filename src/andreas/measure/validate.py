@@ -332,6 +332,8 @@ def run_validation(out: Path, spec: ValidationSpec,
         result["profiled_power_w"] = {m.profile: m.power_w for m in measurements}
         result["profiled_startup_power_w"] = {m.profile: m.startup_power_w
                                                for m in measurements}
+    result["profiled_startup_s"] = {f"{m.profile}/{m.gpu_type}:{m.gpus}": m.startup_s
+                                    for m in measurements}
     result["simulated"] = _replay(config, planned, ids, jobs, t0, spec, result)
     tmp = out / "validation.json.tmp"
     tmp.write_text(json.dumps(result, indent=2))
@@ -425,6 +427,7 @@ def _compare(spec, config, planned, ids, jobs, runs, t0, history, progress, meas
             "energy_deviation": _deviation(energy, predicted["energy_cost"]),
             "runs": len(job_runs), "nodes": sorted({r["node"] for r in job_runs}),
             "run_nodes": [r["node"] for r in job_runs],  # in order
+            "learned_startup_s": j.get("startup_s"),  # from its runs in the service
             "first_planned_node": first_planned_node(history, job_id, predicted),
             "pauses": sum(r["stop_reason"] == "pause" for r in job_runs),
             "moves": sum(r["stop_reason"] == "move" for r in job_runs),

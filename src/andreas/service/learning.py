@@ -111,6 +111,16 @@ MIN_PAIRS = 3
 spread, `speed_spread`)."""
 
 
+def learned_factor(reports: Sequence[Report], profiled_spe: Mapping[int, float | None],
+                   ) -> float | None:
+    """`speed_factor` once MIN_PAIRS pairs of reports back it; None before: until then the
+    profile stands (and the move from it is judged at once, by `worth_replanning`, rather
+    than spent on the first noisy pairs, after which no later move would be large)."""
+    if sum(1 for _ in _pairs(reports, profiled_spe)) < MIN_PAIRS:
+        return None
+    return speed_factor(reports, profiled_spe)
+
+
 def worth_replanning(old: float, new: float, reports: Sequence[Report],
                      profiled_spe: Mapping[int, float | None], deviation: float) -> bool:
     """Whether the learned factor's move from `old` to `new` warrants a new plan: it moved by

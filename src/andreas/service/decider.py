@@ -32,12 +32,12 @@ import numpy as np
 from ..model import Job, Profiles
 from ..policies import Policy, make_policy, pinning
 from ..policies.arrivals import ArrivalLog
-from ..policies.base import JobView, PlanError, Snapshot, check_plan
+from ..policies.base import JobView, Snapshot
 from ..policies.decision import Decision
 from ..policies.registry import options_for
 from ..policies.steps.forward_check import sample_arrivals, with_profiles_of
 from ..policies.steps.pipeline import holds_off
-from ..sim.forecast import ForeseenDecision, JobForecast, forecast, forecast_range
+from ..sim.forecast import ForeseenDecision, JobForecast, forecast, forecast_range, foreseen_for
 from .quotas import ServiceLimits, limited
 
 log = logging.getLogger("andreas.service")
@@ -86,15 +86,8 @@ class KeepForeseen:
         self.name = policy.name
 
     def decide(self, snapshot: Snapshot) -> Mapping:
-        active = frozenset(v.job_id for v in snapshot.jobs)
-        for decision in self.foreseen:
-            if decision.jobs == active:
-                try:
-                    check_plan(snapshot, decision.plan, self.name)
-                except PlanError:
-                    break
-                return Decision.of(decision.plan)
-        return pinning.decide(self.policy, snapshot)
+        plan = foreseen_for(snapshot, self.foreseen, self.name)
+        return pinning.decide(self.policy, snapshot) if plan is None else Decision.of(plan)
 
 
 class ForecastCut(Exception):

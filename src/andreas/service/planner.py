@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from ..policies.base import Assignment, Snapshot, check_plan, revisit_at
 from ..policies.decision import Reason
-from ..sim.forecast import ForeseenDecision, JobForecast
+from ..sim.forecast import ForeseenDecision, JobForecast, foreseen_for
 from .decider import Decider, ForecastCut
 from .quotas import Quotas, ServiceLimits
 
@@ -235,16 +235,9 @@ class Planner:
         Anything unforeseen, or a plan that no longer fits, means a fresh decision."""
         if not set(reasons) <= FORESEEABLE or not self.foreseen:
             return None
-        active = frozenset(v.job_id for v in snapshot.jobs)
-        for decision in self.foreseen:
-            if decision.jobs == active:
-                try:
-                    check_plan(snapshot, decision.plan, self.policy_name)
-                except Exception:
-                    return None
-                self.kept += 1
-                return decision.plan
-        return None
+        plan = foreseen_for(snapshot, self.foreseen, self.policy_name)
+        self.kept += plan is not None
+        return plan
 
     def repaired_plan(self, snapshot: Snapshot, reasons: list[str], limits: ServiceLimits
                       ) -> tuple[dict[str, Assignment], dict[str, Reason]] | None:

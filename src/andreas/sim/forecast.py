@@ -8,11 +8,11 @@ by a fresh copy of the same policy, and no further arrivals are assumed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ..model import Job, Profiles, Scenario
-from ..policies.base import JobView, Plan, Policy, Snapshot, revisit_at
+from ..policies.base import JobView, Plan, Policy, Snapshot, check_plan, revisit_at
 from ..policies.decision import Decision
 from .engine import Simulator
 
@@ -24,6 +24,23 @@ class ForeseenDecision:
     time: float
     jobs: frozenset[str]
     plan: Mapping
+
+
+def foreseen_for(snapshot: Snapshot, foreseen: Sequence[ForeseenDecision],
+                 policy_name: str) -> Mapping | None:
+    """The plan a forecast foresaw for the moment of `snapshot`: that of the first of
+    `foreseen` made with the same active jobs, if it still fits the snapshot (check_plan);
+    None otherwise. The live service keeps to it (service.planner) and so do later
+    forecasts (service.decider.KeepForeseen)."""
+    active = frozenset(v.job_id for v in snapshot.jobs)
+    for decision in foreseen:
+        if decision.jobs == active:
+            try:
+                check_plan(snapshot, decision.plan, policy_name)
+            except Exception:  # a plan that no longer fits, in any way, is not kept
+                return None
+            return decision.plan
+    return None
 
 
 @dataclass(frozen=True)
@@ -161,4 +178,5 @@ def _shifted(plan: Mapping, now: float) -> Decision:
 
 
 __all__ = ["ForeseenDecision", "ForecastRange", "JobForecast", "at_speeds", "forecast",
+           "foreseen_for",
            "forecast_range", "Job"]

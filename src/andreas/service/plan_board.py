@@ -34,7 +34,7 @@ class PlanInfo:
     assignments: dict[str, dict] = field(default_factory=dict)
     forecast: dict[str, dict] = field(default_factory=dict)
     decisions: int = 0
-    source: str = "policy"  # or "forecast": the plan the last forecast made for this moment
+    source: str = "policy"  # or "forecast", "repaired", "kept": planner.Proposal.source
     revisit_at: float | None = None  # jobs held back on purpose must be looked at again then
     # job id -> why it waits: {"reason": kind, "text": sentence, "until", "node", "job"}
     waiting: dict[str, dict] = field(default_factory=dict)

@@ -168,6 +168,11 @@ def summarise(rows: list[dict], families: list[str], labels: list[str],
         n = 1 + max(int(r["instance"]) for r in rows if r["family"] == fam)
         best = [min(mean(cost[(fam, i, ref)], "total") for ref in reference
                     if (fam, i, ref) in cost) for i in range(n)]
+        empty = [i for i, b in enumerate(best) if b <= 0]
+        if empty:  # regret divides by the best cost
+            raise SystemExit(f"family {fam!r}, instance {empty[0]}: the best policy costs "
+                             f"{best[empty[0]]:g} EUR, and regret needs a positive cost (an "
+                             f"empty trace window? check its starts and limit)")
         for lab in labels:
             runs = [cost.get((fam, i, lab)) for i in range(n)]
             if any(r is None for r in runs):

@@ -108,11 +108,10 @@ def _reports(seconds):
 
 
 def test_a_learned_speed_replans_only_past_its_reports_noise():
-    from andreas.service.learning import worth_replanning
+    from andreas.service.learning import speed_evidence, worth_replanning
 
     def worth(seconds):
-        reports = _reports(seconds)
-        return worth_replanning(1.0, speed_factor(reports, {1: 1.0}), reports, {1: 1.0}, 0.1)
+        return worth_replanning(1.0, speed_evidence(_reports(seconds), {1: 1.0}), 0.1)
 
     # steady 30 % slower: a replan from the third pair on, not on one or two
     assert [worth([1.3] * n) for n in (1, 2, 3)] == [False, False, True]

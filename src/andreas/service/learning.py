@@ -14,6 +14,7 @@ more than its reports' noise (`worth_replanning`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterator, Mapping, Protocol, Sequence
 
 FACTOR_BOUNDS = (1e-3, 1e3)
@@ -46,13 +47,7 @@ def speed_factor(reports: Sequence[Report], profiled_spe: Mapping[int, float | N
                  ) -> float | None:
     """Measured / profiled time over consecutive reports of the same run; None until there
     is at least one such pair with progress."""
-    measured = profiled = 0.0
-    for dt, expected in _pairs(reports, profiled_spe):
-        measured += dt
-        profiled += expected
-    if profiled <= 0 or measured <= 0:
-        return None
-    return min(FACTOR_BOUNDS[1], max(FACTOR_BOUNDS[0], measured / profiled))
+    return speed_evidence(reports, profiled_spe).factor
 
 
 STARTUP_BOUNDS = (0.0, 86400.0)
@@ -92,7 +87,41 @@ def speed_spread(reports: Sequence[Report], profiled_spe: Mapping[int, float | N
     over its consecutive report pairs, as a share of their mean; None until there are three
     pairs. Forecast ranges (`sim.forecast.forecast_range`) take each job this much faster
     and slower."""
-    return _spread([dt / expected for dt, expected in _pairs(reports, profiled_spe)])
+    return speed_evidence(reports, profiled_spe).spread
+
+
+MIN_PAIRS = 3
+"""Pairs of reports a learned speed needs before it is believed and its moves may replan (the
+fewest that give a spread, `speed_spread`)."""
+
+
+@dataclass(frozen=True)
+class SpeedEvidence:
+    """What a job's progress reports say of its speed, from one pass over them (a job's
+    every report is read again at each new one)."""
+
+    factor: float | None  # `speed_factor`
+    spread: float | None  # `speed_spread`
+    pairs: int  # consecutive report pairs with progress on a profiled configuration
+
+    @property
+    def learned(self) -> float | None:
+        """The factor once MIN_PAIRS pairs back it; None before: until then the profile
+        stands (and the move from it is judged at once, by `worth_replanning`, rather than
+        spent on the first noisy pairs, after which no later move would be large)."""
+        return self.factor if self.pairs >= MIN_PAIRS else None
+
+
+def speed_evidence(reports: Sequence[Report], profiled_spe: Mapping[int, float | None],
+                   ) -> SpeedEvidence:
+    """The factor, the spread and the number of pairs of `reports`."""
+    pairs = list(_pairs(reports, profiled_spe))
+    measured = sum(dt for dt, _ in pairs)
+    profiled = sum(expected for _, expected in pairs)
+    factor = (None if profiled <= 0 or measured <= 0 else
+              min(FACTOR_BOUNDS[1], max(FACTOR_BOUNDS[0], measured / profiled)))
+    return SpeedEvidence(factor, _spread([dt / expected for dt, expected in pairs]),
+                         len(pairs))
 
 
 def _spread(ratios: list[float]) -> float | None:
@@ -106,35 +135,17 @@ def _spread(ratios: list[float]) -> float | None:
     return min(1.0, var ** 0.5 / mean)
 
 
-MIN_PAIRS = 3
-"""Pairs of reports a learned speed needs before its moves may replan (the fewest that give a
-spread, `speed_spread`)."""
-
-
-def learned_factor(reports: Sequence[Report], profiled_spe: Mapping[int, float | None],
-                   ) -> float | None:
-    """`speed_factor` once MIN_PAIRS pairs of reports back it; None before: until then the
-    profile stands (and the move from it is judged at once, by `worth_replanning`, rather
-    than spent on the first noisy pairs, after which no later move would be large)."""
-    if sum(1 for _ in _pairs(reports, profiled_spe)) < MIN_PAIRS:
-        return None
-    return speed_factor(reports, profiled_spe)
-
-
-def worth_replanning(old: float, new: float, reports: Sequence[Report],
-                     profiled_spe: Mapping[int, float | None], deviation: float) -> bool:
-    """Whether the learned factor's move from `old` to `new` warrants a new plan: it moved by
-    more than `deviation` x `old`, and by more than twice the new estimate's standard error
-    (the spread of its report pairs x `new` / sqrt(pairs)), from at least MIN_PAIRS pairs.
+def worth_replanning(old: float, evidence: SpeedEvidence, deviation: float) -> bool:
+    """Whether the learned factor's move from `old` to `evidence.learned` warrants a new
+    plan: it moved by more than `deviation` x `old`, and by more than twice the new
+    estimate's standard error (the spread of its report pairs x the factor / sqrt(pairs)),
+    from at least MIN_PAIRS pairs.
 
     Why: on a shared or throttled machine a job's epochs jitter, so its first pair or two of
     reports say little; replanning on them paused and moved jobs for noise, and each job the
     new plan placed elsewhere cost other than its forecast said (docs/service-measured.md).
     The new factor is used all the same by the next decision, whatever its reason."""
-    if abs(new - old) <= deviation * old:
+    new = evidence.learned
+    if new is None or abs(new - old) <= deviation * old:
         return False
-    ratios = [dt / expected for dt, expected in _pairs(reports, profiled_spe)]
-    if len(ratios) < MIN_PAIRS:
-        return False
-    spread = _spread(ratios) or 0.0
-    return abs(new - old) > 2.0 * spread * new / len(ratios) ** 0.5
+    return abs(new - old) > 2.0 * (evidence.spread or 0.0) * new / evidence.pairs ** 0.5

@@ -125,16 +125,9 @@ def foreseen_starts(snapshot: Snapshot, foreseen: Sequence[ForeseenDecision]
     measured: b at 39 s). No foreseen decision then has the jobs now active, and a fresh
     decision may start the next job on the other node, at another power and cost than the
     forecast told its user, and the rest of the schedule shifts with it."""
-    free = {node.name: node.gpus for node in snapshot.cluster.nodes}
-    plan: dict[str, Assignment] = {}
-    waiting = set()
-    for view in snapshot.jobs:
-        if view.assignment is None:
-            waiting.add(view.job_id)
-            continue
-        plan[view.job_id] = view.assignment
-        for name in view.assignment.nodes:
-            free[name] = free.get(name, 0) - view.assignment.gpus
+    free = snapshot.free_gpus()
+    plan = {v.job_id: v.assignment for v in snapshot.jobs if v.assignment is not None}
+    waiting = {v.job_id for v in snapshot.jobs if v.assignment is None}
     first: dict[str, tuple[float, Assignment]] = {}  # in the order the forecast starts them
     for decision in sorted(foreseen, key=lambda d: d.time):
         for job_id, a in decision.plan.items():

@@ -25,7 +25,7 @@ from .db import JobRow, ProgressRow, RunRow, run_places
 from .events import event
 from .folders import FolderRefused, refused_write
 from .job_accounts import JobAccounts, read_job_file
-from .learning import learned_factor, speed_spread, startup_s, worth_replanning
+from .learning import speed_evidence, startup_s, worth_replanning
 from .snapshots import DONE_EPS, job_configs, job_gangs, job_spread, run_config
 from .states import CANCELLED_MESSAGE, JobState, RunEnd, RunState, after_run
 from .store import Store, hash_token, must_get, new_token
@@ -125,16 +125,16 @@ class Runs:
         s.flush()
         reports, runs = run_rows.progress_reports(s, job.id), run_rows.runs_of(s, job.id)
         profiled = {r.id: self._profiled_seconds(job, r) for r in runs}
-        factor = learned_factor(reports, profiled)
-        job.speed_spread = speed_spread(reports, profiled)
+        evidence = speed_evidence(reports, profiled)
+        factor = evidence.learned
+        job.speed_spread = evidence.spread
         # its start-up, from each run's first report at the speed learned so far
         speed = job.speed_factor if factor is None else factor
         job.startup_s = startup_s(runs, reports, {
             r.id: spe * speed if (spe := profiled[r.id]) else None for r in runs})
         if factor is None:
             return False
-        moved = worth_replanning(job.speed_factor, factor, reports, profiled,
-                                 self.config.replan_deviation)
+        moved = worth_replanning(job.speed_factor, evidence, self.config.replan_deviation)
         job.speed_factor = factor
         return moved
 

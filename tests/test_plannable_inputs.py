@@ -65,6 +65,19 @@ def test_a_job_that_posts_progress_as_fast_as_it_can_keeps_a_run_time(tmp_path):
     assert (fast, slow) == FACTOR_BOUNDS
 
 
+def test_a_profile_so_fast_its_expected_seconds_underflow_learns_nothing_and_does_not_fail():
+    """5e-324 s per epoch (a row from before run times were bounded) times half an epoch is
+    0.0: the pair says nothing. It used to divide the speed's spread by zero at every report."""
+    from andreas.service.learning import speed_evidence
+
+    class Report:
+        def __init__(self, time, done):
+            self.run_id, self.time, self.epochs_done = 1, time, done
+    reports = [Report(float(t), 0.5 * t) for t in range(5)]
+    evidence = speed_evidence(reports, {1: 5e-324})
+    assert (evidence.factor, evidence.spread, evidence.pairs) == (None, None, 0)
+
+
 def _poisoned(tmp_path):
     """A scheduler with jobs a and b queued, a late job (due at t=1 s: a quarter of the queue
     is past hope, so the order turns to ATC, which divides by run times) and a job whose run

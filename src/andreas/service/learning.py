@@ -38,8 +38,9 @@ def _pairs(reports: Sequence[Report], profiled_spe: Mapping[int, float | None]
         if previous is not None and previous.run_id == report.run_id:
             d_epochs = report.epochs_done - previous.epochs_done
             spe = profiled_spe.get(report.run_id)
-            if d_epochs > 0 and spe:
-                yield report.time - previous.time, d_epochs * spe
+            expected = d_epochs * spe if d_epochs > 0 and spe else 0.0
+            if expected > 0:  # (a product that underflows to 0 would divide the spread)
+                yield report.time - previous.time, expected
         previous = report
 
 

@@ -125,3 +125,41 @@ def test_no_timeline_beyond_the_work_budget(monkeypatch):
     assert consolidate(_snap(), PLAN, share=0.1, load=0.5) == (PLAN, set())
     monkeypatch.setattr(module, "WORK_BUDGET", 27)
     assert "a" not in consolidate(_snap(), PLAN, share=0.1, load=0.5)[0]
+
+
+def test_median_slack_of_the_arrivals_by_hand():
+    from andreas.policies.arrivals import ArrivalLog
+
+    log = ArrivalLog()
+    assert log.median_slack() == math.inf  # nothing seen yet
+    # fastest runs 100 epochs x 10 s = 1000 s: slack shares 0.5, 1.0 and 0.1
+    jobs = [job("a", due=1500.0, epochs=100.0), job("b", submit=500.0, due=2500.0, epochs=100.0),
+            job("c", submit=500.0, due=1600.0, epochs=100.0)]
+    log.observe(snapshot(scenario(TWO_TYPES, PROFILES, jobs), now=500.0))
+    assert log.median_slack() == pytest.approx(0.5)
+    # a fourth (slack 3.0): the mean of the middle two, 0.5 and 1.0
+    more = [*jobs, job("d", submit=600.0, due=4600.0, epochs=100.0)]
+    log.observe(snapshot(scenario(TWO_TYPES, PROFILES, more), now=600.0))
+    assert log.median_slack() == pytest.approx(0.75)
+
+
+@pytest.mark.parametrize("arrival_slack, consolidates", [
+    (None, True),  # off: the timeline decides alone
+    (0.05, True),  # the arrivals' median slack, 0.1, is above it
+    (0.5, False),  # arrivals would have to start at once: the plan stands
+])
+def test_no_timeline_while_the_jobs_arriving_have_little_slack(arrival_slack, consolidates):
+    from andreas.policies.arrivals import ArrivalLog
+    from andreas.policies.decision import Decision
+    from andreas.policies.steps.consolidate import Consolidate
+    from andreas.policies.steps.registry import StepContext
+
+    # Three earlier arrivals due 1.1 x their fastest run (1000 s): median slack 0.1.
+    tight = [job(f"t{i}", submit=100.0 * i, due=100.0 * i + 1100.0, epochs=100.0)
+             for i in range(3)]
+    log = ArrivalLog()
+    log.observe(snapshot(scenario(TWO_TYPES, PROFILES, tight), now=300.0))
+    step = Consolidate(0.1, 0.02, math.inf, arrival_slack)
+    out = step.apply(_snap(), Decision.of(PLAN), StepContext(log, 0.5))
+    # the timeline pauses a (test_a_job_with_slack_pauses_rather_than_power_a_slow_node)
+    assert dict(out) == ({"b": PLAN["b"], "c": PLAN["c"]} if consolidates else PLAN)

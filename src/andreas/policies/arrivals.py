@@ -76,3 +76,22 @@ class ArrivalLog:
         work = sum(w for _, w in newest) / len(newest)
         gpus = snapshot.cluster.total_gpus
         return (len(newest) - 1) / span * work / gpus
+
+    def median_slack(self) -> float:
+        """The median slack of the newest arrivals at their submission, as a share of their
+        fastest run time ((due date - submission) / fastest run - 1); inf while none is known.
+        Jobs arriving with little slack must start at once on fast GPUs: a plan that holds
+        GPUs or nodes back for the jobs in view makes them late."""
+        shares = []
+        for job in self.jobs.values():
+            rows = self.profiles.get(job.profile)
+            if not rows:
+                continue
+            fastest = job.epochs * min(rows.values())
+            if fastest > 0:
+                shares.append((job.due_date - job.submit_time) / fastest - 1.0)
+        if not shares:
+            return math.inf
+        shares.sort()
+        mid = len(shares) // 2
+        return shares[mid] if len(shares) % 2 else (shares[mid - 1] + shares[mid]) / 2

@@ -24,6 +24,11 @@ ends later than planned, or that the plan leaves waiting, has its end stretched 
 (0.02) × the offered load on the nodes kept × the time from now, for the work that will
 arrive meanwhile. Looser hedges left jobs late under overload once more jobs came (measured in
 docs/holds-and-consolidation.md). With the load unknown nothing changes.
+
+The arriving jobs themselves are hedged apart: while the newest arrivals' median slack is under
+`arrival_slack` (0.5) × their run time, the step leaves the plan as it is. Jobs that come with
+almost no slack must start at once on fast GPUs; a timeline that keeps GPUs busy with stretched
+runs and switches nodes off makes them late (bench/zoo-holdout2.md: due dates 1.0-1.2x).
 """
 
 from __future__ import annotations
@@ -42,6 +47,10 @@ from .registry import StepContext, register_step
 
 EPS = 1e-9
 ARRIVAL_MARGIN = 0.02  # share of the arriving work (offered load) that stretches each end
+# Consolidate only while the newest arrivals' median slack is at least this share of their run
+# time: the jobs the timeline does not see must start when they come, on GPUs it keeps busy.
+# Half a run, as `slack_guard` counts a job with less as one with no slack to spare.
+ARRIVAL_SLACK = 0.5
 DELAY_GUARD = 5.0  # a job ends later than planned only keeping this many run times of slack
 # Timelines tried per decision, counted in (jobs in view)² × nodes, about the placement steps
 # one takes: a paper instance (10 nodes, up to ~50 jobs in view) stays inside; a 501-job queue
@@ -280,11 +289,13 @@ def consolidate(snapshot: Snapshot, plan: Plan, *, share: float, load: float,
 class Consolidate:
     """Step: run the queue on fewer powered nodes or smaller configurations when a timeline of
     the known jobs keeps each in time (`consolidate`). Not with a tariff (prices decide when
-    jobs wait), nor with a pass budget (the timeline is plain Python: trace replays)."""
+    jobs wait), nor with a pass budget (the timeline is plain Python: trace replays), nor while
+    jobs arrive with little slack (`arrival_slack`)."""
 
     share: float
     margin: float
     max_load: float = math.inf
+    arrival_slack: float | None = ARRIVAL_SLACK
     name: ClassVar[str] = "consolidate"
 
     @dataclass(frozen=True)
@@ -300,9 +311,14 @@ class Consolidate:
             DEFAULT_MAX_LOAD, "consolidate only while the offered load is below this: nearer "
             "full load the smaller, longer runs it chooses leave arrivals slow nodes "
             "(bench/zoo.md)")
+        arrival_slack: float | None = option(
+            ARRIVAL_SLACK, "consolidate only while the newest arrivals' median slack (due date "
+            "less submission, as a share of their fastest run time, less 1) is at least this: "
+            "jobs arriving with less must start at once; off: whatever the arrivals")
 
         def __post_init__(self) -> None:
             at_least("consolidate.share", self.share, 0.0, off=True)
+            at_least("consolidate.arrival_slack", self.arrival_slack, 0.0, off=True)
             at_least("consolidate.margin", self.margin, 0.0, off=True)
             at_least("consolidate.max_load", self.max_load, 0.0)
 
@@ -310,10 +326,13 @@ class Consolidate:
     def configure(cls, options: Options) -> "Consolidate | None":
         if options.share is None or options.margin is None:
             return None
-        return cls(options.share, options.margin, options.max_load)
+        return cls(options.share, options.margin, options.max_load, options.arrival_slack)
 
     def apply(self, snapshot: Snapshot, decision: Decision, ctx: StepContext) -> Decision:
         if ctx.budgeted or snapshot.cluster.tariff is not None or not ctx.load < self.max_load:
+            return decision
+        if self.arrival_slack is not None and \
+                not ctx.arrivals.median_slack() >= self.arrival_slack:
             return decision
         plan, awaited = consolidate(snapshot, decision, share=self.share, load=ctx.load,
                                     margin=self.margin)

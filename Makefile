@@ -9,6 +9,7 @@
 # make zoo-holdout - the hold-out families (bench/zoo/holdout.yaml, never tuned on): bench/zoo-holdout.md
 # make zoo-holdout2 - the second hold-out (bench/zoo/holdout2.yaml, written after issue 42's defaults): bench/zoo-holdout2.md
 # make zoo-holdout3 - the third hold-out (bench/zoo/holdout3.yaml, written 2026-12-06 before any run): bench/zoo-holdout3.md
+# make zoo-holdout4 - the fourth hold-out (bench/zoo/holdout4.yaml, written 2026-12-06 after the gate's default froze): bench/zoo-holdout4.md
 # make zoo-gangs - two families with gangs over several nodes (bench/zoo/gangs.yaml, issue 43): bench/zoo-gangs.md
 # make lint  - ruff on src, tests, bench and examples, mypy on src (make test runs it first)
 # make install-browser - Debian's chromium for the dashboard's browser tests (make test runs it)
@@ -37,7 +38,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint zoo zoo-holdout zoo-holdout2 zoo-holdout3 zoo-gangs bench bench-bound bench-budget bench-decisions bench-scale bench-carbon bench-service chaos install install-browser install-slurm install-acl screenshots clean
+.PHONY: demo test test-fast lint zoo zoo-holdout zoo-holdout2 zoo-holdout3 zoo-holdout4 zoo-gangs bench bench-bound bench-budget bench-decisions bench-scale bench-carbon bench-service chaos install install-browser install-slurm install-acl screenshots clean
 
 $(STAMP): pyproject.toml requirements.lock
 	@echo "== setting up $(VENV): ANDREAS, its service and test dependencies (a few minutes, once)"
@@ -102,6 +103,10 @@ zoo-holdout2: $(STAMP)
 zoo-holdout3: $(STAMP)
 	$(BIN)/python bench/zoo/run.py --families-file bench/zoo/holdout3.yaml --seeds 1,2,3 \
 		--out bench/zoo-holdout3.md
+
+zoo-holdout4: $(STAMP)
+	$(BIN)/python bench/zoo/run.py --families-file bench/zoo/holdout4.yaml --seeds 1,2,3 \
+		--out bench/zoo-holdout4.md
 
 zoo-gangs: $(STAMP)
 	$(BIN)/python bench/zoo/run.py --families-file bench/zoo/gangs.yaml --seeds 1,2,3 \

@@ -6,6 +6,8 @@ import math
 
 import pytest
 from helpers import cluster, job, scenario, snapshot
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from andreas.policies import make_policy
 from andreas.policies.base import Assignment
@@ -163,3 +165,21 @@ def test_no_timeline_while_the_jobs_arriving_have_little_slack(arrival_slack, co
     out = step.apply(_snap(), Decision.of(PLAN), StepContext(log, 0.5))
     # the timeline pauses a (test_a_job_with_slack_pauses_rather_than_power_a_slow_node)
     assert dict(out) == ({"b": PLAN["b"], "c": PLAN["c"]} if consolidates else PLAN)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.0, 1e6), st.floats(0.0, 1e7), st.floats(1.0, 1e4)),
+                min_size=1, max_size=12))
+def test_median_slack_is_the_median_of_the_arrivals_shares(arrivals):
+    import statistics
+
+    from andreas.policies.arrivals import ArrivalLog
+
+    # (submission, slack in s, epochs) of each; the fastest run is 10 s per epoch
+    jobs = [job(f"j{i}", submit=s, due=s + slack, epochs=e)
+            for i, (s, slack, e) in enumerate(arrivals)]
+    log = ArrivalLog(window=len(jobs))
+    log.observe(snapshot(scenario(TWO_TYPES, PROFILES, jobs), now=max(s for s, _, _ in arrivals)))
+    expected = statistics.median((j.due_date - j.submit_time) / (10.0 * j.epochs) - 1.0
+                                 for j in jobs)
+    assert log.median_slack() == pytest.approx(expected, rel=1e-9, abs=1e-9)

@@ -6,6 +6,7 @@ A snapshot shows only unfinished jobs, so a policy keeps this across its decisio
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -90,8 +91,4 @@ class ArrivalLog:
             fastest = job.epochs * min(rows.values())
             if fastest > 0:
                 shares.append((job.due_date - job.submit_time) / fastest - 1.0)
-        if not shares:
-            return math.inf
-        shares.sort()
-        mid = len(shares) // 2
-        return shares[mid] if len(shares) % 2 else (shares[mid - 1] + shares[mid]) / 2
+        return statistics.median(shares) if shares else math.inf

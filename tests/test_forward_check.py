@@ -151,3 +151,90 @@ def test_a_policy_that_has_decided_can_be_pickled():
     again = pickle.loads(pickle.dumps(policy))
     assert dict(again.arrivals.profiles) == {"p": dict(PROFILES["p"])}
     assert dict(again.decide(snapshot(sc))) == dict(policy.decide(snapshot(sc)))
+
+
+class FirstFree:
+    """Later decisions by hand: running jobs stay as they run; a waiting job starts on one free
+    GPU of node n (2 GPUs), in id order."""
+
+    name = "first-free"
+
+    def decide(self, snap):
+        plan = {v.job_id: v.assignment for v in snap.jobs if v.assignment is not None}
+        free = 2 - sum(a.gpus for a in plan.values())
+        for v in sorted(snap.jobs, key=lambda v: v.job_id):
+            if v.assignment is None and free >= 1:
+                plan[v.job_id] = Assignment("n", 1)
+                free -= 1
+        return plan
+
+
+def _wide_bet(monkeypatch):
+    """Job a on 1 GPU (before) or on both (after, the bet): 1 GPU takes 10 s per epoch, 2 take
+    4 s. Four futures, the same for both: three with no arrival, one where b arrives at 1 s,
+    due at 61 s with weight 1e-5 per second late."""
+    import andreas.policies.steps.forward_check as fc
+
+    profiles = {"p": {("T", 1): 10.0, ("T", 2): 4.0}}
+    snap = snapshot(scenario(CL, profiles, [job("a", due=1000.0)]))
+    b = job("~b", submit=1.0, due=61.0, weight=1e-5)
+    futures = [(), (), (), (b,)]
+    monkeypatch.setattr(fc, "sampled_futures", lambda *a: futures)
+    return snap, {"a": Assignment("n", 1)}, {"a": Assignment("n", 2)}, futures
+
+
+def test_a_bet_that_wins_on_the_mean_but_loses_one_future_badly_is_refused(monkeypatch):
+    snap, before, after, futures = _wide_bet(monkeypatch)
+    cost = [[future_cost(snap, plan, [f], FirstFree) for f in futures] for plan in (before, after)]
+    # by hand, with no arrival: 100 s x 100 W = 1e-3 EUR before; 40 s x 150 W = 6e-4 after.
+    # With b, before: a alone 1 s (100 J), then a and b share 150 W for 99 s (7,425 J each),
+    # b alone 1 s (100 J): 15,050 J = 1.505e-3 EUR, and b ends at 101 s, 40 s late: 4e-4.
+    # After: a 40 s x 150 W = 6,000 J; b waits for it, runs 40-140 s alone at 100 W
+    # (10,000 J), 79 s late: 1.6e-3 + 7.9e-4 = 2.39e-3 EUR, 25.5 % dearer than before.
+    assert cost[0] == pytest.approx([1e-3] * 3 + [1.905e-3])
+    assert cost[1] == pytest.approx([6e-4] * 3 + [2.39e-3])
+    # the mean: 1.0475e-3 after against 1.22625e-3 before: the bet wins on the mean alone
+    assert keeps_cost(snap, before, after, ArrivalLog(), FirstFree, samples=4)
+    assert keeps_cost(snap, before, after, ArrivalLog(), FirstFree, samples=4, risk=0.3)
+    assert not keeps_cost(snap, before, after, ArrivalLog(), FirstFree, samples=4, risk=0.2)
+    # no sample at all: the step is trusted, unchecked
+    assert keeps_cost(snap, after, before, ArrivalLog(), FirstFree, samples=0)
+
+
+def test_within_risk_by_hand():
+    from andreas.policies.steps.forward_check import within_risk
+
+    assert within_risk([1.0, 12.0], [2.0, 10.0], None)  # no limit
+    assert within_risk([1.0, 12.0], [2.0, 10.0], 0.2)  # 12 = 10 x 1.2
+    assert not within_risk([1.0, 12.01], [2.0, 10.0], 0.2)
+    assert within_risk([0.0], [0.0], 0.0)  # equal, free: not a loss
+
+
+def test_the_policy_stand_in_decides_as_one_pass_of_the_policy_with_unchecked_holds():
+    """check_follower=policy: later decisions by the policy's own steps on one greedy pass,
+    their holds unchecked, from a copy of the arrivals the policy has seen."""
+    from andreas.policies.greedy import check_follower, policy_follower
+
+    sc = scenario(CL, PROFILES, [job("a", due=400.0), job("b", submit=50.0, due=900.0)])
+    snap = snapshot(sc, now=50.0, running={"a": ("n", 1)}, remaining={"a": 5.0})
+    policy = make_policy("andreas", check_follower="policy", check_samples=4, check_risk=0.1)
+    policy.arrivals.observe(snap)
+    stand_in = policy_follower(policy.params, policy.arrivals)()
+    assert stand_in.params.search.max_iterations == 1
+    assert stand_in.params.pipeline.steps == policy.params.pipeline.steps
+    assert stand_in.params.check.check_samples == 0  # its holds are not replayed again
+    assert stand_in.arrivals.seen == policy.arrivals.seen
+    stand_in.arrivals.observe(snapshot(scenario(CL, PROFILES, [job("c", submit=60.0)]), 60.0))
+    assert "c" not in policy.arrivals.seen  # a copy: a replay does not teach the policy
+    one_pass = make_policy("andreas", max_iterations=1, check_samples=0, resize_max_load=0.0)
+    one_pass.arrivals.observe(snap)
+    assert dict(stand_in.decide(snap)) == dict(one_pass.decide(snap))
+    assert check_follower(make_policy("andreas").params, policy.arrivals).__name__ == "follower"
+
+
+def test_check_options_are_checked():
+    from andreas.errors import AndreasError
+
+    for bad in ({"check_samples": -1}, {"check_risk": -0.1}, {"check_follower": "oracle"}):
+        with pytest.raises(AndreasError, match=next(iter(bad))):
+            make_policy("andreas", **bad)

@@ -23,6 +23,7 @@ plans.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import time
 from collections.abc import Callable, Mapping
@@ -49,7 +50,7 @@ from .search.resizing import climb, evaluation_budget, resized
 from .search.scoring import score
 from .steps import company, consolidate, defer, power_limits, wait  # noqa: F401  (register)
 from .steps.company import DEFAULT_MAX_LOAD
-from .steps.forward_check import keeps_cost
+from .steps.forward_check import CheckOptions, keeps_cost
 from .steps.pipeline import Pipeline, PipelineOptions, named_steps, run_pipeline, with_reasons
 from .steps.registry import STEPS, StepContext, resolve, step_option_specs
 
@@ -88,7 +89,7 @@ class ChoiceOptions:
         at_least("plan_restart_s", self.plan_restart_s, 0.0)
 
 
-OPTION_GROUPS = (SearchOptions, EffortOptions, ChoiceOptions, PipelineOptions)
+OPTION_GROUPS = (SearchOptions, EffortOptions, ChoiceOptions, PipelineOptions, CheckOptions)
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,7 @@ class GreedyParams:
     choice: ChoiceOptions = field(default_factory=ChoiceOptions)
     pipeline: PipelineOptions = field(default_factory=PipelineOptions)
     step_options: Mapping[str, Any] = field(default_factory=dict)
+    check: CheckOptions = field(default_factory=CheckOptions)
 
     @classmethod
     def of(cls, **options: Any) -> "GreedyParams":
@@ -119,8 +121,9 @@ class GreedyParams:
                 if "." not in key:
                     raise AndreasError(f"unknown option {key!r}")
                 steps[key] = value
-        search, effort, choice, pipeline = (g(**kw) for g, kw in zip(OPTION_GROUPS, groups))
-        params = cls(seed, search, effort, choice, pipeline, steps)
+        search, effort, choice, pipeline, check = (g(**kw) for g, kw in zip(OPTION_GROUPS,
+                                                                             groups))
+        params = cls(seed, search, effort, choice, pipeline, steps, check)
         params.steps()  # the steps' options checked now, not at the first decision
         return params
 
@@ -243,7 +246,8 @@ class RandomizedGreedy:
                   and not keeps_cost(whole or snapshot,
                                      {**first.placement.to_plan(ctx), **pins},
                                      {**best.placement.to_plan(ctx), **pins}, self.arrivals,
-                                     follower, p.seed, deadline)):
+                                     check_follower(p, self.arrivals), p.seed, deadline,
+                                     p.check.check_samples, p.check.check_risk)):
                 best = first
         placed = best.placement
         resize_below = p.choice.resize_max_load  # (the follower never resizes: no load to read)
@@ -444,7 +448,8 @@ def refine(snapshot: Snapshot, plan: Plan, params: GreedyParams, arrivals: Arriv
     whether a pass budget bounds the decision, and the forward check's follower. `late`: the
     plan leaves a job late."""
     shared = StepContext(arrivals, arrivals.offered_load(snapshot), params.seed,
-                         bool(params.effort.pass_budget), follower)
+                         bool(params.effort.pass_budget), check_follower(params, arrivals),
+                         params.check)
     return run_pipeline(snapshot, plan, pipeline or params.steps(), shared, deadline, late)
 
 
@@ -452,6 +457,33 @@ def follower() -> Policy:
     """The policy that plays later decisions in a forward check: the plain greedy pass, with no
     step, no resizing and no slack guard (a fresh one per sampled future)."""
     return RandomizedGreedy("forward", FOLLOWER)
+
+
+def check_follower(params: GreedyParams, arrivals: ArrivalLog) -> Callable[[], Policy]:
+    """Who plays later decisions in the forward checks of a policy with `params` that has seen
+    `arrivals`: the plain greedy pass (`follower`), or with `check_follower=policy` a stand-in
+    for the policy itself (`policy_follower`)."""
+    if params.check.check_follower == "policy":
+        return policy_follower(params, arrivals)
+    return follower
+
+
+def policy_follower(params: GreedyParams, arrivals: ArrivalLog) -> Callable[[], Policy]:
+    """A stand-in for the policy of `params` to play later decisions in a forward check: its
+    steps, with their options, on one greedy pass (no randomised pass, resizing or rollout:
+    a replay makes many decisions), the checked steps' holds taken unchecked (still skipped
+    when a job is late). Each replay starts from a copy of the `arrivals` the policy has seen,
+    so its holds read the same load and slack as the policy's."""
+    stand_in = dataclasses.replace(
+        params, search=dataclasses.replace(params.search, max_iterations=1),
+        effort=dataclasses.replace(params.effort, decision_budget_ms=0.0),
+        choice=dataclasses.replace(params.choice, resize_max_load=0.0, restart_rollouts=0),
+        check=CheckOptions(check_samples=0))
+    seen = copy.deepcopy(arrivals)
+
+    def make() -> Policy:
+        return RandomizedGreedy("forward-policy", stand_in, copy.deepcopy(seen))
+    return make
 
 
 class SteadyGreedy(RandomizedGreedy):

@@ -28,7 +28,7 @@ from typing import Callable, Sequence
 from .arrivals import ArrivalLog
 from .base import Plan, Policy, Snapshot, stops_job
 from .budget import NO_DEADLINE, Deadline, OutOfTime
-from .steps.forward_check import future_cost, sampled_futures, with_profiles_of
+from .steps.forward_check import future_cost, sampled_futures, with_profiles_of, within_risk
 
 Candidate = tuple[Plan, Callable[[], Policy]]  # a decision now, and who makes the later ones
 
@@ -63,11 +63,8 @@ def least(costs: Sequence[Sequence[float]], risk: float | None = None) -> int:
     """The rule of `cheapest` on the costs `costs[k][s]` of candidate k in future s: the
     least mean, the first among equals; with a `risk` share, a candidate that costs more than
     (1 + risk) x the first's in some future is not admitted."""
-    first = costs[0]
-
     def admitted(k: int) -> bool:
-        return k == 0 or risk is None or all(
-            c <= f * (1.0 + risk) + 1e-9 for c, f in zip(costs[k], first))
+        return k == 0 or within_risk(costs[k], costs[0], risk)
 
     means = [sum(c) / max(1, len(c)) for c in costs]
     return min((k for k in range(len(costs)) if admitted(k)),

@@ -9,22 +9,56 @@ from the newest jobs the policy has seen (same profile, epochs, weight and due-d
 the observed rate, the same samples for both decisions; later decisions are made by the plain
 greedy pass with no step that spends slack. The step's decision is kept when its mean cost
 (energy + tardiness of every job, sampled ones included) is no higher.
+
+How a check judges is an option of the policy (`CheckOptions`): how many futures it samples,
+whether a bet must also lose no single future by more than a share (risk-aware), and who
+makes the later decisions: the plain greedy pass, or a stand-in for the policy itself (its
+steps on one greedy pass, their holds unchecked) so that the check sees the holds the policy
+will make again later (docs/plan-steps.md).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Callable
+from dataclasses import dataclass, replace
+from typing import Callable, Sequence
 
 import numpy as np
 
+from ...errors import AndreasError
 from ...model import Job, Profiles
 from ..arrivals import ArrivalLog
 from ..base import Plan, Policy, Snapshot
 from ..budget import NO_DEADLINE, Deadline, OutOfTime
+from ..options import at_least, option
 
 SAMPLES = 1  # sampled futures per check (bench/zoo.md: 2 cost twice the time for the same costs)
 MAX_SAMPLED = 20  # most sampled arrivals per future (bounds the check's time)
+FOLLOWERS = ("greedy", "policy")
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """How every forward check of a policy (the holds', the search's) judges a bet."""
+
+    check_samples: int = option(
+        SAMPLES, "sampled futures each forward check plays, the same for both decisions "
+        "(common random numbers); 0 = no replay: the checked steps' decisions are kept as "
+        "made (still skipped when a job is late)")
+    check_risk: float | None = option(
+        None, "a bet is kept only if, besides costing no more on the mean, it costs no more "
+        "than (1 + this) x the decision it changed in every sampled future; off: the mean "
+        "alone")
+    check_follower: str = option(
+        "greedy", "who makes the later decisions a forward check plays: 'greedy' (the plain "
+        "greedy pass) or 'policy' (the policy's own steps on one greedy pass, their holds "
+        "taken unchecked: a stand-in for the policy itself)")
+
+    def __post_init__(self) -> None:
+        at_least("check_samples", self.check_samples, 0)
+        at_least("check_risk", self.check_risk, 0.0, off=True)
+        if self.check_follower not in FOLLOWERS:
+            raise AndreasError(f"check_follower must be one of {', '.join(FOLLOWERS)}, got "
+                               f"{self.check_follower!r}")
 
 
 def sample_arrivals(snapshot: Snapshot, history: ArrivalLog, horizon_s: float,
@@ -81,16 +115,27 @@ def future_cost(snapshot: Snapshot, plan: Plan, futures: list[tuple[Job, ...]],
 
 def keeps_cost(snapshot: Snapshot, before: Plan, after: Plan, history: ArrivalLog,
                follower: Callable[[], Policy], seed: int = 1,
-               deadline: Deadline = NO_DEADLINE) -> bool:
-    """Whether `after` (a step's decision) costs no more than `before` played forward, later
-    decisions made by `follower()` (the policy's plain greedy pass, with no step that spends
-    slack). If the decision's `deadline` passes first, no: a bet not checked is not taken."""
-    if dict(after) == dict(before):
+               deadline: Deadline = NO_DEADLINE, samples: int = SAMPLES,
+               risk: float | None = None) -> bool:
+    """Whether `after` (a step's decision) costs no more than `before` played forward on
+    `samples` sampled futures, later decisions made by `follower()`: on the mean, and with a
+    `risk` share in every future within (1 + risk) x `before`'s cost there (`within_risk`).
+    No sample (`samples` 0): yes, unchecked. If the decision's `deadline` passes first, no: a
+    bet not checked is not taken."""
+    if dict(after) == dict(before) or samples == 0:
         return True
     try:
-        return _keeps_cost(snapshot, before, after, history, follower, seed, deadline)
+        return _keeps_cost(snapshot, before, after, history, follower, seed, deadline, samples,
+                           risk)
     except OutOfTime:
         return False
+
+
+def within_risk(costs: Sequence[float], reference: Sequence[float], risk: float | None) -> bool:
+    """Whether a bet whose cost in each sampled future is `costs` loses no future by more than
+    a `risk` share of the `reference` decision's cost there (None: no such limit). A bet that
+    wins on the mean but loses one future 10x is the bet that compounds (issue 42)."""
+    return risk is None or all(c <= r * (1.0 + risk) + 1e-9 for c, r in zip(costs, reference))
 
 
 def sampled_futures(snapshot: Snapshot, history: ArrivalLog, samples: int,
@@ -104,8 +149,10 @@ def sampled_futures(snapshot: Snapshot, history: ArrivalLog, samples: int,
 
 
 def _keeps_cost(snapshot: Snapshot, before: Plan, after: Plan, history: ArrivalLog,
-                follower: Callable[[], Policy], seed: int, deadline: Deadline) -> bool:
-    futures = sampled_futures(snapshot, history, SAMPLES, seed)
+                follower: Callable[[], Policy], seed: int, deadline: Deadline, samples: int,
+                risk: float | None) -> bool:
+    futures = sampled_futures(snapshot, history, samples, seed)
     snapshot = with_profiles_of(snapshot, history, futures)
-    return (future_cost(snapshot, after, futures, follower, deadline)
-            <= future_cost(snapshot, before, futures, follower, deadline) + 1e-9)
+    bet = [future_cost(snapshot, after, [f], follower, deadline) for f in futures]
+    base = [future_cost(snapshot, before, [f], follower, deadline) for f in futures]
+    return sum(bet) <= sum(base) + 1e-9 * len(futures) and within_risk(bet, base, risk)

@@ -27,6 +27,7 @@ from ..arrivals import ArrivalLog
 from ..base import Policy, Snapshot
 from ..decision import Decision
 from ..options import OptionSpec, dataclass_options
+from .forward_check import CheckOptions
 
 
 @dataclass
@@ -34,13 +35,15 @@ class StepContext:
     """What the steps of one decision share: the arrivals the policy has seen and the offered
     load they give (computed once), the policy's seed, whether a pass budget bounds the
     decision (trace replays: no step replays the queue), the policy that plays later
-    decisions in a forward check, and the nodes that jobs wait to join."""
+    decisions in a forward check and how the check judges, and the nodes that jobs wait to
+    join."""
 
     arrivals: ArrivalLog
     load: float
     seed: int = 1
     budgeted: bool = False
     follower: Callable[[], Policy] | None = None
+    check: CheckOptions = field(default_factory=CheckOptions)
     awaited: set[str] = field(default_factory=set)
 
 

@@ -238,3 +238,47 @@ def test_check_options_are_checked():
     for bad in ({"check_samples": -1}, {"check_risk": -0.1}, {"check_follower": "oracle"}):
         with pytest.raises(AndreasError, match=next(iter(bad))):
             make_policy("andreas", **bad)
+
+
+def test_the_guard_is_overruled_only_by_a_refused_plan_that_pays_by_the_margin():
+    """guard_rollouts by hand: job a on 1 GPU (the deterministic pass's plan) costs 100 s x
+    100 W = 1e-3 EUR; on 2 GPUs at 4 s per epoch (the plan the guard refused) 40 s x 150 W =
+    6e-4 EUR: 40 % less. No arrival is known, so every sampled future is empty."""
+    profiles = {"p": {("T", 1): 10.0, ("T", 2): 4.0}}
+    snap = snapshot(scenario(CL, profiles, [job("a", due=1000.0)]))
+    first, refused = {"a": Assignment("n", 1)}, {"a": Assignment("n", 2)}
+
+    def overrules(**options):
+        return make_policy("andreas", **options).overrules_guard(snap, first, refused)
+
+    assert overrules(guard_rollouts=2, guard_margin=0.3)  # 6e-4 <= 0.7 x 1e-3
+    assert not overrules(guard_rollouts=2, guard_margin=0.5)  # 6e-4 > 0.5 x 1e-3
+    assert not overrules(guard_rollouts=0)  # off: the guard's word is final
+    assert not overrules(guard_rollouts=2, pass_budget=100)  # a replay needs the whole queue
+    # the other way round: the refused plan dearer
+    assert not make_policy("andreas", guard_rollouts=2).overrules_guard(snap, refused, first)
+
+
+def test_a_plan_the_slack_guard_refused_is_taken_when_the_rollouts_say_it_pays(monkeypatch):
+    import andreas.policies.greedy as greedy_module
+
+    cl = cluster([("a", "T", 2), ("b", "U", 2)], {"T": [100, 180], "U": [150, 260]})
+    profiles = {"p": {("T", 1): 10.0, ("T", 2): 6.0, ("U", 1): 7.0, ("U", 2): 4.0},
+                "q": {("T", 1): 20.0, ("T", 2): 11.0, ("U", 1): 12.0, ("U", 2): 7.0}}
+    k = 2  # found by a search over this family: here the slack guard refuses the search's plan
+    jobs = [job(f"j{i}", due=60 + ((k * 37 + i * 91) % 300), weight=0.001 * (1 + (k + i) % 5),
+                epochs=5 + (k * i) % 9, profile="pq"[(i + k) % 2]) for i in range(5)]
+    snap = snapshot(scenario(cl, profiles, jobs))
+    options = {"search_check": False, "resize_max_load": 0.0, "steps": ()}
+    guarded = dict(make_policy("andreas", **options).decide(snap))
+    unguarded = dict(make_policy("andreas", slack_guard=None, **options).decide(snap))
+    assert guarded != unguarded
+    asked = []
+    monkeypatch.setattr(greedy_module, "keeps_cost",
+                        lambda *a, **kw: asked.append((a[7], kw["margin"])) or True)
+    assert dict(make_policy("andreas", **options).decide(snap)) == guarded  # off by default
+    assert asked == []
+    assert dict(make_policy("andreas", guard_rollouts=3, **options).decide(snap)) == unguarded
+    assert asked == [(3, 0.01)]
+    monkeypatch.setattr(greedy_module, "keeps_cost", lambda *a, **kw: False)
+    assert dict(make_policy("andreas", guard_rollouts=3, **options).decide(snap)) == guarded

@@ -80,11 +80,21 @@ class ChoiceOptions:
         None, "with restart_rollouts: the decision that keeps running jobs replaces the "
         "policy's only if in no sampled future it costs more than (1 + this) x the "
         "policy's there; off: on the mean alone")
+    guard_rollouts: int = option(
+        0, "when the slack guard refuses the search's plan, play it and the deterministic "
+        "pass's forward on this many sampled futures (the same for both) and take it after "
+        "all if its mean cost is at least guard_margin lower; 0 = the guard's word is final; "
+        "not with a pass_budget")
+    guard_margin: float = option(
+        0.01, "with guard_rollouts: the share by which the refused plan must be cheaper "
+        "played forward")
 
     def __post_init__(self) -> None:
         at_least("slack_guard", self.slack_guard, 0.0, off=True)
         at_least("rollout_risk", self.rollout_risk, 0.0, off=True)
         at_least("restart_rollouts", self.restart_rollouts, 0)
+        at_least("guard_rollouts", self.guard_rollouts, 0)
+        at_least("guard_margin", self.guard_margin, 0.0)
         at_least("resize_max_load", self.resize_max_load, 0.0)
         at_least("plan_restart_s", self.plan_restart_s, 0.0)
 
@@ -240,7 +250,10 @@ class RandomizedGreedy:
         if best.iteration != 0 and (guard is not None or p.choice.search_check):
             if guard is not None and spends_needed_slack(ctx, first.placement, best.placement,
                                                          guard):
-                best = first
+                if not self.overrules_guard(whole or snapshot,
+                                            {**first.placement.to_plan(ctx), **pins},
+                                            {**best.placement.to_plan(ctx), **pins}, deadline):
+                    best = first
             elif (p.choice.search_check and not p.effort.pass_budget and not deadline.passed()
                   and (leaves_late(ctx, first.placement) or leaves_late(ctx, best.placement))
                   and not keeps_cost(whole or snapshot,
@@ -254,6 +267,22 @@ class RandomizedGreedy:
         if resize_below > 0 and self.arrivals.offered_load(snapshot) < resize_below:
             placed = self.resize(ctx, placed, best.score, first.placement, deadline)
         return ctx, placed
+
+    def overrules_guard(self, snapshot: Snapshot, first: Plan, refused: Plan,
+                        deadline: Deadline = NO_DEADLINE) -> bool:
+        """Whether the search's plan that the slack guard `refused` is taken over the
+        deterministic pass's plan `first` after all (option `guard_rollouts`): played forward
+        on the same sampled futures, later decisions by the checks' follower, its mean cost
+        is at least `guard_margin` lower. The guard judges one decision's slack; the rollouts
+        see what later arrivals make of it. The burden of proof is on the refused plan (by
+        the margin); a deadline passed leaves the guard's word."""
+        p = self.params
+        samples = p.choice.guard_rollouts
+        return (samples > 0 and not p.effort.pass_budget and not deadline.passed()
+                and dict(refused) != dict(first)
+                and keeps_cost(snapshot, first, refused, self.arrivals,
+                               check_follower(p, self.arrivals), p.seed, deadline, samples,
+                               margin=p.choice.guard_margin))
 
     def refine(self, snapshot: Snapshot, ctx: PlanningContext, placed: Placement,
                deadline: Deadline = NO_DEADLINE) -> Decision:

@@ -116,17 +116,18 @@ def future_cost(snapshot: Snapshot, plan: Plan, futures: list[tuple[Job, ...]],
 def keeps_cost(snapshot: Snapshot, before: Plan, after: Plan, history: ArrivalLog,
                follower: Callable[[], Policy], seed: int = 1,
                deadline: Deadline = NO_DEADLINE, samples: int = SAMPLES,
-               risk: float | None = None) -> bool:
+               risk: float | None = None, margin: float = 0.0) -> bool:
     """Whether `after` (a step's decision) costs no more than `before` played forward on
-    `samples` sampled futures, later decisions made by `follower()`: on the mean, and with a
-    `risk` share in every future within (1 + risk) x `before`'s cost there (`within_risk`).
-    No sample (`samples` 0): yes, unchecked. If the decision's `deadline` passes first, no: a
-    bet not checked is not taken."""
+    `samples` sampled futures, later decisions made by `follower()`: on the mean (with a
+    `margin`, at least that share less), and with a `risk` share in every future within
+    (1 + risk) x `before`'s cost there (`within_risk`). No sample (`samples` 0): yes,
+    unchecked. If the decision's `deadline` passes first, no: a bet not checked is not
+    taken."""
     if dict(after) == dict(before) or samples == 0:
         return True
     try:
         return _keeps_cost(snapshot, before, after, history, follower, seed, deadline, samples,
-                           risk)
+                           risk, margin)
     except OutOfTime:
         return False
 
@@ -150,9 +151,10 @@ def sampled_futures(snapshot: Snapshot, history: ArrivalLog, samples: int,
 
 def _keeps_cost(snapshot: Snapshot, before: Plan, after: Plan, history: ArrivalLog,
                 follower: Callable[[], Policy], seed: int, deadline: Deadline, samples: int,
-                risk: float | None) -> bool:
+                risk: float | None, margin: float) -> bool:
     futures = sampled_futures(snapshot, history, samples, seed)
     snapshot = with_profiles_of(snapshot, history, futures)
     bet = [future_cost(snapshot, after, [f], follower, deadline) for f in futures]
     base = [future_cost(snapshot, before, [f], follower, deadline) for f in futures]
-    return sum(bet) <= sum(base) + 1e-9 * len(futures) and within_risk(bet, base, risk)
+    return (sum(bet) <= (1.0 - margin) * sum(base) + 1e-9 * len(futures)
+            and within_risk(bet, base, risk))

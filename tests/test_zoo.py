@@ -81,3 +81,21 @@ def test_the_lp_bound_table_of_the_zoo(tmp_path):
     cells = [c.strip() for c in row.strip("|").split("|")]
     bound, andreas, ratio = float(cells[3]), float(cells[5]), float(cells[6])
     assert 0 < bound <= andreas and ratio == pytest.approx(andreas / bound, rel=2e-3)
+
+
+def test_trials_against_andreas_by_hand(tmp_path):
+    """bench/trials.py: per family, the trial's total over andreas's, the geometric mean of
+    the instance ratios, the worst and best instance; rows of other seeds are not compared."""
+    spec_t = importlib.util.spec_from_file_location("trials", ROOT / "bench" / "trials.py")
+    trials = importlib.util.module_from_spec(spec_t)
+    spec_t.loader.exec_module(trials)
+    header = "family,instance,label,seed,total\n"
+    (tmp_path / "ref.csv").write_text(header + "f,0,andreas,1,10\nf,1,andreas,1,30\n"
+                                      "f,0,greedy,,5\nf,0,andreas,2,99\n")
+    (tmp_path / "new.csv").write_text(header + "f,0,t,1,20\nf,1,t,1,15\nf,0,andreas,1,1\n")
+    ref = trials.andreas_rows(str(tmp_path / "ref.csv"))
+    got = trials.family_ratios(ref, trials.andreas_rows(str(tmp_path / "new.csv"), "t"))["f"]
+    assert got["n"] == 2
+    assert got["total"] == pytest.approx(35 / 40)  # (20 + 15) / (10 + 30)
+    assert got["geo"] == pytest.approx(math.sqrt(2.0 * 0.5))  # ratios 2 and 0.5
+    assert got["worst"] == (2.0, "0 s1") and got["best"] == (0.5, "1 s1")

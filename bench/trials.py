@@ -75,6 +75,7 @@ def main() -> None:
     ap.add_argument("--title", default="Trials of andreas against itself")
     ap.add_argument("--intro", default="", help="a paragraph under the title")
     ap.add_argument("--save", action="store_true", help="write the trial rows beside the table")
+    ap.add_argument("--notes", help="a Markdown file appended under the table")
     args = ap.parse_args()
     trials, saved = [], []
     for text in args.trial:
@@ -83,7 +84,9 @@ def main() -> None:
         trials.append((name, family_ratios(andreas_rows(reference), trial)))
         saved.extend((name, k, v) for k, v in trial.items())
     out = Path(args.out)
-    out.write_text(f"# {args.title}\n\n{args.intro}\n\n{table(trials)}\n")
+    notes = Path(args.notes).read_text() if args.notes else ""
+    out.write_text(f"# {args.title}\n\n{args.intro}\n\n{table(trials)}\n"
+                   + (f"\n{notes}" if notes else ""))
     if args.save:
         with open(out.with_suffix(".runs.csv"), "w", newline="") as f:
             w = csv.writer(f)

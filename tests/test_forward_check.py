@@ -11,9 +11,11 @@ from andreas.policies.decision import Decision
 from andreas.policies.greedy import follower
 from andreas.policies.steps.forward_check import (
     MAX_SAMPLED,
+    Rule,
     future_cost,
     keeps_cost,
     sample_arrivals,
+    sampled_futures,
 )
 
 # one node of 2 GPUs: 100 W with one busy, 150 W with two; 1e-7 EUR per joule
@@ -194,11 +196,15 @@ def test_a_bet_that_wins_on_the_mean_but_loses_one_future_badly_is_refused(monke
     assert cost[0] == pytest.approx([1e-3] * 3 + [1.905e-3])
     assert cost[1] == pytest.approx([6e-4] * 3 + [2.39e-3])
     # the mean: 1.0475e-3 after against 1.22625e-3 before: the bet wins on the mean alone
-    assert keeps_cost(snap, before, after, ArrivalLog(), FirstFree, samples=4)
-    assert keeps_cost(snap, before, after, ArrivalLog(), FirstFree, samples=4, risk=0.3)
-    assert not keeps_cost(snap, before, after, ArrivalLog(), FirstFree, samples=4, risk=0.2)
+    assert keeps_cost(snap, before, after, ArrivalLog(), FirstFree, rule=Rule(samples=4))
+    assert keeps_cost(snap, before, after, ArrivalLog(), FirstFree, rule=Rule(4, risk=0.3))
+    assert not keeps_cost(snap, before, after, ArrivalLog(), FirstFree, rule=Rule(4, risk=0.2))
+    # a margin: the bet must be that share cheaper on the mean (1.0475e-3 / 1.22625e-3 =
+    # 0.854: 14.6 % cheaper)
+    assert keeps_cost(snap, before, after, ArrivalLog(), FirstFree, rule=Rule(4, margin=0.14))
+    assert not keeps_cost(snap, before, after, ArrivalLog(), FirstFree, rule=Rule(4, margin=0.15))
     # no sample at all: the step is trusted, unchecked
-    assert keeps_cost(snap, after, before, ArrivalLog(), FirstFree, samples=0)
+    assert keeps_cost(snap, after, before, ArrivalLog(), FirstFree, rule=Rule(samples=0))
 
 
 def test_within_risk_by_hand():
@@ -235,7 +241,8 @@ def test_the_policy_stand_in_decides_as_one_pass_of_the_policy_with_unchecked_ho
 def test_check_options_are_checked():
     from andreas.errors import AndreasError
 
-    for bad in ({"check_samples": -1}, {"check_risk": -0.1}, {"check_follower": "oracle"}):
+    for bad in ({"check_samples": -1}, {"check_risk": -0.1}, {"check_follower": "oracle"},
+                {"check_reach": -1.0}, {"check_arrivals": -1}):
         with pytest.raises(AndreasError, match=next(iter(bad))):
             make_policy("andreas", **bad)
 
@@ -274,11 +281,26 @@ def test_a_plan_the_slack_guard_refused_is_taken_when_the_rollouts_say_it_pays(m
     unguarded = dict(make_policy("andreas", slack_guard=None, **options).decide(snap))
     assert guarded != unguarded
     asked = []
-    monkeypatch.setattr(greedy_module, "keeps_cost",
-                        lambda *a, **kw: asked.append((a[7], kw["margin"])) or True)
+    monkeypatch.setattr(greedy_module, "keeps_cost", lambda *a, **kw: asked.append(a[7]) or True)
     assert dict(make_policy("andreas", **options).decide(snap)) == guarded  # off by default
     assert asked == []
     assert dict(make_policy("andreas", guard_rollouts=3, **options).decide(snap)) == unguarded
-    assert asked == [(3, 0.01)]
+    assert asked == [Rule(samples=3, margin=0.01)]  # the futures as the check options say
     monkeypatch.setattr(greedy_module, "keeps_cost", lambda *a, **kw: False)
     assert dict(make_policy("andreas", guard_rollouts=3, **options).decide(snap)) == guarded
+
+
+def test_the_futures_reach_as_far_and_hold_as_many_arrivals_as_the_options_say():
+    jobs = [job(f"j{i}", submit=100.0 * i, due=100.0 * i + 500.0, epochs=3.0) for i in range(5)]
+    snap = snapshot(scenario(CL, PROFILES, jobs), now=400.0)  # the last due date: 900 s
+    log = ArrivalLog()
+    log.observe(snap)  # one arrival per 100 s
+    short = sampled_futures(snap, log, 4, 1)
+    assert all(400.0 < j.submit_time <= 900.0 for f in short for j in f)
+    long = sampled_futures(snap, log, 4, 1, reach=3.0, most=100)  # up to 400 + 3 x 500
+    assert all(400.0 < j.submit_time <= 1900.0 for f in long for j in f)
+    assert any(j.submit_time > 900.0 for f in long for j in f)
+    assert max(len(f) for f in long) > MAX_SAMPLED // 2
+    assert all(len(f) <= 2 for f in sampled_futures(snap, log, 4, 1, reach=3.0, most=2))
+    rule = make_policy("andreas", check_reach=3.0, check_arrivals=100).params.check.rule()
+    assert (rule.reach, rule.most, rule.samples, rule.risk) == (3.0, 100, 1, None)

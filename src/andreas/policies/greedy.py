@@ -260,7 +260,7 @@ class RandomizedGreedy:
                                      {**first.placement.to_plan(ctx), **pins},
                                      {**best.placement.to_plan(ctx), **pins}, self.arrivals,
                                      check_follower(p, self.arrivals), p.seed, deadline,
-                                     p.check.check_samples, p.check.check_risk)):
+                                     p.check.rule())):
                 best = first
         placed = best.placement
         resize_below = p.choice.resize_max_load  # (the follower never resizes: no load to read)
@@ -281,8 +281,9 @@ class RandomizedGreedy:
         return (samples > 0 and not p.effort.pass_budget and not deadline.passed()
                 and dict(refused) != dict(first)
                 and keeps_cost(snapshot, first, refused, self.arrivals,
-                               check_follower(p, self.arrivals), p.seed, deadline, samples,
-                               margin=p.choice.guard_margin))
+                               check_follower(p, self.arrivals), p.seed, deadline,
+                               p.check.rule(samples=samples, risk=None,
+                                            margin=p.choice.guard_margin)))
 
     def refine(self, snapshot: Snapshot, ctx: PlanningContext, placed: Placement,
                deadline: Deadline = NO_DEADLINE) -> Decision:

@@ -20,7 +20,7 @@ will make again later (docs/plan-steps.md).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -34,6 +34,21 @@ from ..options import at_least, option
 SAMPLES = 1  # sampled futures per check (bench/zoo.md: 2 cost twice the time for the same costs)
 MAX_SAMPLED = 20  # most sampled arrivals per future (bounds the check's time)
 FOLLOWERS = ("greedy", "policy")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How one check judges a bet: on `samples` sampled futures (the same for both decisions)
+    that reach `reach` x the time to the last known due date with at most `most` arrivals
+    each, the bet is kept if its mean cost is at least a `margin` share below the decision it
+    changed and, with a `risk` share, no future costs more than (1 + risk) x that decision's
+    there (`within_risk`). No sample: kept, unchecked."""
+
+    samples: int = SAMPLES
+    risk: float | None = None
+    margin: float = 0.0
+    reach: float = 1.0
+    most: int = MAX_SAMPLED
 
 
 @dataclass(frozen=True)
@@ -52,26 +67,39 @@ class CheckOptions:
         "greedy", "who makes the later decisions a forward check plays: 'greedy' (the plain "
         "greedy pass) or 'policy' (the policy's own steps on one greedy pass, their holds "
         "taken unchecked: a stand-in for the policy itself)")
+    check_reach: float = option(
+        1.0, "how far the sampled futures reach, as a multiple of the time to the last known "
+        "due date (bench/check-options.md: a short future is optimistic about bets that "
+        "spend slack)")
+    check_arrivals: int = option(MAX_SAMPLED, "most sampled arrivals per future")
 
     def __post_init__(self) -> None:
         at_least("check_samples", self.check_samples, 0)
         at_least("check_risk", self.check_risk, 0.0, off=True)
+        at_least("check_reach", self.check_reach, 0.0)
+        at_least("check_arrivals", self.check_arrivals, 0)
         if self.check_follower not in FOLLOWERS:
             raise AndreasError(f"check_follower must be one of {', '.join(FOLLOWERS)}, got "
                                f"{self.check_follower!r}")
 
+    def rule(self, **changes: Any) -> Rule:
+        """The rule these options set for a check, with `changes` (e.g. another number of
+        samples, a margin)."""
+        return replace(Rule(self.check_samples, self.check_risk, 0.0, self.check_reach,
+                            self.check_arrivals), **changes)
+
 
 def sample_arrivals(snapshot: Snapshot, history: ArrivalLog, horizon_s: float,
-                    rng: np.random.Generator) -> tuple[Job, ...]:
-    """Jobs arriving in (now, now + horizon_s] at the observed rate, each a copy of a recently
-    seen job shifted to its new submit time (its due-date slack kept)."""
+                    rng: np.random.Generator, most: int = MAX_SAMPLED) -> tuple[Job, ...]:
+    """At most `most` jobs arriving in (now, now + horizon_s] at the observed rate, each a copy
+    of a recently seen job shifted to its new submit time (its due-date slack kept)."""
     rate = history.rate()
     seen = list(history.jobs.values())
     if rate <= 0 or not seen or horizon_s <= 0:
         return ()
     out: list[Job] = []
     t = snapshot.time
-    while len(out) < MAX_SAMPLED:
+    while len(out) < most:
         t += float(rng.exponential(1.0 / rate))
         if t > snapshot.time + horizon_s:
             break
@@ -115,19 +143,15 @@ def future_cost(snapshot: Snapshot, plan: Plan, futures: list[tuple[Job, ...]],
 
 def keeps_cost(snapshot: Snapshot, before: Plan, after: Plan, history: ArrivalLog,
                follower: Callable[[], Policy], seed: int = 1,
-               deadline: Deadline = NO_DEADLINE, samples: int = SAMPLES,
-               risk: float | None = None, margin: float = 0.0) -> bool:
-    """Whether `after` (a step's decision) costs no more than `before` played forward on
-    `samples` sampled futures, later decisions made by `follower()`: on the mean (with a
-    `margin`, at least that share less), and with a `risk` share in every future within
-    (1 + risk) x `before`'s cost there (`within_risk`). No sample (`samples` 0): yes,
-    unchecked. If the decision's `deadline` passes first, no: a bet not checked is not
-    taken."""
-    if dict(after) == dict(before) or samples == 0:
+               deadline: Deadline = NO_DEADLINE, rule: Rule = Rule()) -> bool:
+    """Whether `after` (a step's decision) costs no more than `before` played forward by the
+    `rule` (`Rule`: how many futures, how long, and by what margin and risk), later decisions
+    made by `follower()`. If the decision's `deadline` passes first, no: a bet not checked is
+    not taken."""
+    if dict(after) == dict(before) or rule.samples == 0:
         return True
     try:
-        return _keeps_cost(snapshot, before, after, history, follower, seed, deadline, samples,
-                           risk, margin)
+        return _keeps_cost(snapshot, before, after, history, follower, seed, deadline, rule)
     except OutOfTime:
         return False
 
@@ -139,22 +163,23 @@ def within_risk(costs: Sequence[float], reference: Sequence[float], risk: float 
     return risk is None or all(c <= r * (1.0 + risk) + 1e-9 for c, r in zip(costs, reference))
 
 
-def sampled_futures(snapshot: Snapshot, history: ArrivalLog, samples: int,
-                    seed: int) -> list[tuple[Job, ...]]:
-    """`samples` futures of arrivals up to the last known due date, seeded by the policy seed
-    and the decision time (a decision depends on its snapshot alone): the forward check's and
-    the rollouts' (rollouts.py)."""
-    horizon = max((v.job.due_date for v in snapshot.jobs), default=snapshot.time) - snapshot.time
+def sampled_futures(snapshot: Snapshot, history: ArrivalLog, samples: int, seed: int,
+                    reach: float = 1.0, most: int = MAX_SAMPLED) -> list[tuple[Job, ...]]:
+    """`samples` futures of at most `most` arrivals up to `reach` x the time to the last known
+    due date, seeded by the policy seed and the decision time (a decision depends on its
+    snapshot alone): the forward check's and the rollouts' (rollouts.py)."""
+    horizon = reach * (max((v.job.due_date for v in snapshot.jobs), default=snapshot.time)
+                       - snapshot.time)
     rng = np.random.default_rng([seed, int(round(snapshot.time * 1000.0)) % (2 ** 63)])
-    return [sample_arrivals(snapshot, history, horizon, rng) for _ in range(samples)]
+    return [sample_arrivals(snapshot, history, horizon, rng, most) for _ in range(samples)]
 
 
 def _keeps_cost(snapshot: Snapshot, before: Plan, after: Plan, history: ArrivalLog,
-                follower: Callable[[], Policy], seed: int, deadline: Deadline, samples: int,
-                risk: float | None, margin: float) -> bool:
-    futures = sampled_futures(snapshot, history, samples, seed)
+                follower: Callable[[], Policy], seed: int, deadline: Deadline,
+                rule: Rule) -> bool:
+    futures = sampled_futures(snapshot, history, rule.samples, seed, rule.reach, rule.most)
     snapshot = with_profiles_of(snapshot, history, futures)
     bet = [future_cost(snapshot, after, [f], follower, deadline) for f in futures]
     base = [future_cost(snapshot, before, [f], follower, deadline) for f in futures]
-    return (sum(bet) <= (1.0 - margin) * sum(base) + 1e-9 * len(futures)
-            and within_risk(bet, base, risk))
+    return (sum(bet) <= (1.0 - rule.margin) * sum(base) + 1e-9 * len(futures)
+            and within_risk(bet, base, rule.risk))

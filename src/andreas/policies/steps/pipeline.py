@@ -134,7 +134,7 @@ def run_pipeline(snapshot: Snapshot, plan, pipeline: Pipeline, ctx: StepContext,
                 raise AndreasError("a checked step needs the policy's follower (StepContext)")
             if decision != before and not forward_check.keeps_cost(
                     snapshot, before, decision, ctx.arrivals, ctx.follower, ctx.seed, deadline,
-                    ctx.check.check_samples, ctx.check.check_risk):
+                    ctx.check.rule()):
                 decision = before  # the bet loses played forward: run the jobs now
             before = None
     return with_reasons(snapshot, decision)

@@ -509,10 +509,9 @@ def policy_follower(params: GreedyParams, arrivals: ArrivalLog) -> Callable[[], 
         effort=dataclasses.replace(params.effort, decision_budget_ms=0.0),
         choice=dataclasses.replace(params.choice, resize_max_load=0.0, restart_rollouts=0),
         check=CheckOptions(check_samples=0))
-    seen = copy.deepcopy(arrivals)
 
-    def make() -> Policy:
-        return RandomizedGreedy("forward-policy", stand_in, copy.deepcopy(seen))
+    def make() -> Policy:  # (called inside the check, before the policy's log changes again)
+        return RandomizedGreedy("forward-policy", stand_in, copy.deepcopy(arrivals))
     return make
 
 

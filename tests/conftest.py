@@ -11,6 +11,11 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 TRAIN = EXAMPLES / "train_numpy.py"
 _db_counter = itertools.count()
+# `make test` runs the suite on two workers (pytest-xdist, --dist loadgroup); the tests of
+# this group run on one of them, one after another: they start engines that share the machine
+# (Ray clusters, whose fixture ends with `ray stop --force`; Slurm daemons; the OS users jobs
+# run as, made and removed per session). The group does nothing in a plain `pytest` run.
+ENGINES = pytest.mark.xdist_group("engines")
 
 
 @pytest.fixture(scope="session")

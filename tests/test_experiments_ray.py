@@ -6,9 +6,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ENGINES
 
 # real services, engines or processes: make test runs these, make test-fast does not
-pytestmark = pytest.mark.service
+pytestmark = [pytest.mark.service, ENGINES]
 
 
 def andreas(*args, cwd=None):

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import hostile_result, train_job, wait_for, write_service_files
+from conftest import ENGINES, hostile_result, train_job, wait_for, write_service_files
 from fastapi.testclient import TestClient
 
 from andreas.errors import AndreasError, ScenarioError
@@ -26,7 +26,7 @@ from andreas.service.sandbox import THREE_GPUS, LocalService
 from andreas.service.secret_env import check_config_secrets, read_secret_file
 
 # real services, engines or processes: make test runs these, make test-fast does not
-pytestmark = pytest.mark.service
+pytestmark = [pytest.mark.service, ENGINES]
 
 HOSTILE = Path(__file__).parent / "data" / "hostile_job.py"
 ADMIN = {"Authorization": "Bearer admin-secret"}

@@ -14,6 +14,7 @@ import signal
 import psutil
 import pytest
 from conftest import (
+    ENGINES,
     EXAMPLES,
     assert_each_epoch_once,
     epoch_lines,
@@ -61,7 +62,9 @@ def ray_two():
         _stop_ray_cluster(session)
 
 
-@pytest.fixture(params=["local", "slurm", "ray"])
+# on the local executor a gang needs no engine: those run beside the engines' group
+@pytest.fixture(params=["local", pytest.param("slurm", marks=ENGINES),
+                        pytest.param("ray", marks=ENGINES)])
 def gang_service(request, tmp_path):
     """The config of a service whose only profile is a 2-node gang, and its two nodes."""
     if request.param == "slurm":

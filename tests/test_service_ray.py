@@ -7,6 +7,7 @@ import sys
 import psutil
 import pytest
 from conftest import (
+    ENGINES,
     all_gone,
     assert_each_epoch_once,
     epoch_lines,
@@ -21,7 +22,7 @@ from andreas.service.api import create_app
 from andreas.service.config import read_service_config
 
 # real services, engines or processes: make test runs these, make test-fast does not
-pytestmark = pytest.mark.service
+pytestmark = [pytest.mark.service, ENGINES]
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
 

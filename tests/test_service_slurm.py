@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import epoch_lines, train_job, wait_for, write_service_files
+from conftest import ENGINES, epoch_lines, train_job, wait_for, write_service_files
 from fastapi.testclient import TestClient
 
 from andreas.executors.slurm import SlurmExecutor, expand_nodes, parse_gres, parse_node_line
@@ -16,7 +16,7 @@ from andreas.service.config import read_service_config
 from andreas.service.sandbox import LocalService
 
 # real services, engines or processes: make test runs these, make test-fast does not
-pytestmark = pytest.mark.service
+pytestmark = [pytest.mark.service, ENGINES]
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
 NODES = [("n1", "fast", 2), ("n2", "slow", 1)]  # the types of conftest's cluster.yaml

@@ -68,6 +68,36 @@ def test_sampled_arrivals_copy_seen_jobs_at_the_observed_rate():
     assert sample_arrivals(snap, ArrivalLog(), 2000.0, rng) == ()  # rate unknown
 
 
+def test_sampled_arrivals_never_take_the_id_of_a_job_in_view():
+    """A scenario may name its jobs anything, `~sampled0` included: the sampled arrivals'
+    ids then start with one more `~` (two jobs of one id in a forecast over-filled a node)."""
+    jobs = [job(name, submit=100.0 * i, due=100.0 * i + 500.0, epochs=3.0)
+            for i, name in enumerate(["~sampled0", "~sampled1", "~~sampled0", "j3", "j4"])]
+    snap = snapshot(scenario(CL, PROFILES, jobs), now=400.0)
+    log = ArrivalLog()
+    log.observe(snap)
+    sampled = sample_arrivals(snap, log, 2000.0, np.random.default_rng(1))
+    assert sampled and all(s.job_id.startswith("~~~sampled") for s in sampled)
+    assert not {s.job_id for s in sampled} & {v.job_id for v in snap.jobs}
+
+
+def test_a_scenario_whose_jobs_are_named_like_samples_simulates_as_any_other():
+    """The paper scenario with its jobs renamed `~sampled<i>` costs what it costs under its
+    own names (before: a forecast placed a sample and the job of its id on one node, which
+    then held more GPUs than it has, and the simulation stopped with an IndexError)."""
+    from dataclasses import replace
+
+    from andreas.sim.engine import simulate
+    from andreas.sim.generate import generate_paper_style, load_template
+
+    sc = generate_paper_style(load_template("paper"), 3, 2, 3000.0)
+    renamed = replace(sc, jobs=tuple(replace(j, job_id=f"~sampled{i}")
+                                     for i, j in enumerate(sc.jobs)))
+    runs = [simulate(s, make_policy("andreas", max_iterations=50)) for s in (sc, renamed)]
+    assert runs[1].summary["total_cost"] == pytest.approx(runs[0].summary["total_cost"])
+    assert runs[1].summary["restarts"] == runs[0].summary["restarts"]
+
+
 def test_one_restart_rule():
     from andreas.policies.base import stops_job
 

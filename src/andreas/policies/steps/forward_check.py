@@ -97,6 +97,7 @@ def sample_arrivals(snapshot: Snapshot, history: ArrivalLog, horizon_s: float,
     seen = list(history.jobs.values())
     if rate <= 0 or not seen or horizon_s <= 0:
         return ()
+    prefix = sample_prefix(snapshot)
     out: list[Job] = []
     t = snapshot.time
     while len(out) < most:
@@ -104,9 +105,21 @@ def sample_arrivals(snapshot: Snapshot, history: ArrivalLog, horizon_s: float,
         if t > snapshot.time + horizon_s:
             break
         model = seen[int(rng.integers(len(seen)))]
-        out.append(replace(model, job_id=f"~sampled{len(out)}", submit_time=t,
+        out.append(replace(model, job_id=f"{prefix}{len(out)}", submit_time=t,
                            due_date=t + (model.due_date - model.submit_time)))
     return tuple(out)
+
+
+def sample_prefix(snapshot: Snapshot) -> str:
+    """The start of the sampled arrivals' ids: `~sampled`, with one more `~` in front while
+    some job in view has an id that starts with it, so that no sampled id is a real one. A
+    scenario may name its jobs anything (two jobs of one id on one node over-fill it), and a
+    forecast played inside another's holds that one's samples."""
+    ids = [view.job_id for view in snapshot.jobs]
+    prefix = "~sampled"
+    while any(job_id.startswith(prefix) for job_id in ids):
+        prefix = "~" + prefix
+    return prefix
 
 
 def with_profiles_of(snapshot: Snapshot, history: ArrivalLog,

@@ -67,6 +67,22 @@ def test_speeds_scale_each_job_alone():
     assert a.assignment == Assignment("n0", 1) and a.started
 
 
+def test_a_jobs_own_profile_never_replaces_a_profile_of_that_name():
+    """Profile names are the users': one named `~a` keeps its rows when job a, scaled, gets a
+    profile of its own (before: `~a` was overwritten with a's scaled rows, for the job on it
+    and every arrival of it)."""
+    cl = cluster([("n0", "A", 1)], {"A": [100]})
+    a = JobView(job("a", epochs=10), 10.0, Assignment("n0", 1), True)
+    b = JobView(job("b", epochs=10, profile="~a"), 10.0)
+    snap = Snapshot(0.0, cl, Profiles({"p": {("A", 1): 10.0}, "~a": {("A", 1): 20.0}}), (a, b))
+    scaled = at_speeds(snap, {"a": 0.5})
+    a, b = scaled.jobs
+    assert scaled.profiles.seconds_per_epoch(a.job.profile, "A", 1) == pytest.approx(5.0)
+    assert scaled.profiles.seconds_per_epoch(b.job.profile, "A", 1) == pytest.approx(20.0)
+    assert scaled.profiles.seconds_per_epoch("~a", "A", 1) == pytest.approx(20.0)
+    assert a.job.profile != b.job.profile
+
+
 def test_the_learned_spread_by_hand():
     r = SimpleNamespace
     # profiled 2 s per epoch; pairs measured at 2, 3 and 4 s per epoch: ratios 1, 1.5, 2

@@ -119,15 +119,19 @@ def forecast(snapshot: Snapshot, plan: Plan, policy: Policy, *,
 
 def at_speeds(snapshot: Snapshot, factors: Mapping[str, float]) -> Snapshot:
     """`snapshot` with each job's seconds per epoch times `factors[job_id]` (1 if absent): each
-    job on a profile of its own (`~job_id`), its power limits, own draws, start-ups and gangs
+    job on a profile of its own (`~job_id`, with more `~` in front while a profile's name
+    starts so: names are the users'), its power limits, own draws, start-ups and gangs
     kept."""
     profiles = snapshot.profiles
     table = dict(profiles.table)
+    prefix = "~"
+    while any(name.startswith(prefix) for name in table):
+        prefix += "~"
     levels, power, startup = dict(profiles.levels), dict(profiles.power), dict(profiles.startup)
     gangs, spread = dict(profiles.gangs), dict(profiles.spread_slowdown)
     views = []
     for view in snapshot.jobs:
-        name, key = view.job.profile, f"~{view.job_id}"
+        name, key = view.job.profile, f"{prefix}{view.job_id}"
         factor = factors.get(view.job_id, 1.0)
         table[key] = {c: spe * factor for c, spe in profiles.configs(name).items()}
         if name in profiles.gangs:

@@ -93,17 +93,7 @@ def test_the_policy_keeps_running_jobs_its_search_would_pause_at_a_loss():
     one that costs less: here the running jobs stay (found by a search over this family)."""
     from andreas.policies.steps.forward_check import sampled_futures, with_profiles_of
 
-    cl = cluster([("s", "S", 2), ("f", "F", 2)], {"S": [100, 180], "F": [200, 380]},
-                 overhead=300.0)
-    profiles = {"p": {("S", 1): 10.0, ("S", 2): 6.0, ("F", 1): 5.0, ("F", 2): 3.0},
-                "q": {("S", 1): 20.0, ("S", 2): 11.0, ("F", 1): 8.0, ("F", 2): 5.0}}
-    k = 17
-    jobs = [job(f"j{i}", submit=0.0 if i < 2 else 50.0 * i,
-                due=50.0 * i + 100 + ((k * 37 + i * 91) % 900), weight=0.001 * (1 + (k + i) % 5),
-                epochs=5 + (k * i) % 30, profile="pq"[(i + k) % 2]) for i in range(5)]
-    sc = scenario(cl, profiles, jobs)
-    snap = snapshot(sc, now=200.0, running={"j0": ("s", 1), "j1": ("f", 1)},
-                    remaining={"j0": 4.0 + k % 7, "j1": 3.0 + k % 11})
+    snap, sc = _two_nearly_done()
     plain, rolled = make_policy("andreas"), make_policy("andreas", restart_rollouts=4)
     for policy in (plain, rolled):
         policy.arrivals.observe(snapshot(sc, now=0.0))
@@ -118,6 +108,51 @@ def test_the_policy_keeps_running_jobs_its_search_would_pause_at_a_loss():
     with_samples = with_profiles_of(snap, rolled.arrivals, futures)
     assert (future_cost(with_samples, kept, futures, steady_follower)
             < future_cost(with_samples, moved, futures, follower))
+
+
+def _two_nearly_done():
+    """Two jobs nearly done (j0, j1) running at 200 s and three arrivals, on 2 x 2 GPUs with
+    300 s restarts: the snapshot and its scenario."""
+    cl = cluster([("s", "S", 2), ("f", "F", 2)], {"S": [100, 180], "F": [200, 380]},
+                 overhead=300.0)
+    profiles = {"p": {("S", 1): 10.0, ("S", 2): 6.0, ("F", 1): 5.0, ("F", 2): 3.0},
+                "q": {("S", 1): 20.0, ("S", 2): 11.0, ("F", 1): 8.0, ("F", 2): 5.0}}
+    k = 17
+    jobs = [job(f"j{i}", submit=0.0 if i < 2 else 50.0 * i,
+                due=50.0 * i + 100 + ((k * 37 + i * 91) % 900), weight=0.001 * (1 + (k + i) % 5),
+                epochs=5 + (k * i) % 30, profile="pq"[(i + k) % 2]) for i in range(5)]
+    sc = scenario(cl, profiles, jobs)
+    snap = snapshot(sc, now=200.0, running={"j0": ("s", 1), "j1": ("f", 1)},
+                    remaining={"j0": 4.0 + k % 7, "j1": 3.0 + k % 11})
+    return snap, sc
+
+
+def test_hopeless_share_by_hand():
+    from andreas.policies.greedy import hopeless_share
+
+    # at 100 s: a (10 epochs, 50 s at best on f) due at 160: on time; b due at 120: hopeless;
+    # c (1 epoch, 5 s) due at 104: hopeless; d due at 106: on time
+    jobs = [job("a", due=160.0), job("b", due=120.0), job("c", due=104.0, epochs=1.0),
+            job("d", due=106.0, epochs=1.0)]
+    snap = snapshot(scenario(CL, PROFILES, jobs), now=100.0)
+    assert hopeless_share(snap) == pytest.approx(2 / 4)
+
+
+def test_the_rollouts_wait_for_the_share_of_hopeless_jobs_they_are_given():
+    """The case below (the search pauses j0 and j1 at a loss; the rollouts keep them), with
+    `rollout_min_late`: one job of the five is hopeless there, so at a share above a fifth
+    the rollouts are not played and the search's decision stands."""
+    from andreas.policies.greedy import hopeless_share
+
+    snap, sc = _two_nearly_done()
+    assert hopeless_share(snap) == pytest.approx(1 / 5)
+    decisions = []
+    for share in (0.2, 0.25):
+        policy = make_policy("andreas", restart_rollouts=4, rollout_min_late=share)
+        policy.arrivals.observe(snapshot(sc, now=0.0))
+        decisions.append(policy.decide(snap))
+    assert decisions[0]["j0"] == Assignment("s", 1)  # the rollouts kept it
+    assert "j0" not in decisions[1] and "j1" not in decisions[1]  # the search's pause
 
 
 def test_a_bet_that_wins_on_average_but_loses_one_future_badly_is_refused_at_a_risk():

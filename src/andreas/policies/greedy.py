@@ -80,6 +80,10 @@ class ChoiceOptions:
         None, "with restart_rollouts: the decision that keeps running jobs replaces the "
         "policy's only if in no sampled future it costs more than (1 + this) x the "
         "policy's there; off: on the mean alone")
+    rollout_min_late: float = option(
+        0.0, "with restart_rollouts: play the rollouts only when at least this share of the "
+        "jobs in view cannot meet their due date even started now on their fastest "
+        "configuration (0: always; 0.25: the adaptive order's overload)")
     guard_rollouts: int = option(
         0, "when the slack guard refuses the search's plan, play it and the deterministic "
         "pass's forward on this many sampled futures (the same for both) and take it after "
@@ -97,6 +101,7 @@ class ChoiceOptions:
         at_least("guard_margin", self.guard_margin, 0.0)
         at_least("resize_max_load", self.resize_max_load, 0.0)
         at_least("plan_restart_s", self.plan_restart_s, 0.0)
+        at_least("rollout_min_late", self.rollout_min_late, 0.0)
 
 
 OPTION_GROUPS = (SearchOptions, EffortOptions, ChoiceOptions, PipelineOptions, CheckOptions)
@@ -199,7 +204,8 @@ class RandomizedGreedy:
         deadline = Deadline.after_ms(p.effort.decision_budget_ms)
         decision = self.decision(snapshot, deadline)
         if (p.choice.restart_rollouts and not p.effort.pass_budget and not deadline.passed()
-                and stops_restarting_job(snapshot, decision)):
+                and stops_restarting_job(snapshot, decision)
+                and hopeless_share(snapshot) >= p.choice.rollout_min_late):
             kept = self.decision_keeping_running(snapshot, deadline)
             pick = cheapest(snapshot, ((decision, follower), (kept, steady_follower)),
                                      self.arrivals, p.choice.restart_rollouts, p.seed, deadline,
@@ -462,6 +468,18 @@ def guarded_climb(ctx: PlanningContext, first: Placement, start: Placement,
         return lambda plan, changed: not spends_needed_slack(ctx, first, plan, guard)
     return lambda plan, changed: not any(slack_spent(ctx, j, first, plan, guard)
                                          for j in changed)
+
+
+def hopeless_share(snapshot: Snapshot) -> float:
+    """The share of the jobs in view that end after their due date even if they started now
+    on their fastest configuration (a gang's rows count; 0 with no job)."""
+    hopeless = 0
+    for view in snapshot.jobs:
+        rows = [*snapshot.profiles.configs(view.job.profile).values(),
+                *snapshot.profiles.gangs.get(view.job.profile, {}).values()]
+        if rows and snapshot.time + view.remaining_epochs * min(rows) > view.job.due_date:
+            hopeless += 1
+    return hopeless / len(snapshot.jobs) if snapshot.jobs else 0.0
 
 
 def leaves_late(ctx: PlanningContext, placed: Placement) -> bool:

@@ -10,6 +10,7 @@ from helpers import Scripted, cluster, job, scenario, snapshot
 
 from andreas.policies import make_policy
 from andreas.policies.base import Assignment
+from andreas.service import decider
 from andreas.service.decider import InlineDecider
 from andreas.service.planner import Planner
 from andreas.service.quotas import Limits, Quotas
@@ -102,6 +103,12 @@ def test_a_changed_speed_estimate_switches_plans_only_when_the_forecast_says_it_
     # after any other event, the fresh decision stands without that comparison
     proposal = moved.decide(snap, running, ["submit"], {}, set())
     assert proposal.source == "policy" and proposal.predicted is None
+    # an operator who wants a switch to save more than 80 % (switch_gain) keeps the plan
+    demanding = Planner(InlineDecider(Scripted(lambda now, ids: {"r": ("n1", 2)}), "fifo", {}),
+                        "fifo", Quotas(), switch_gain=0.8)
+    proposal = demanding.decide(snap, running, ["prediction-moved"], {}, set())
+    assert proposal.source == "kept" and proposal.plan == running
+    assert proposal.weighed["policy"] == pytest.approx(0.3 * proposal.weighed["kept"])
 
 
 # two one-GPU nodes of one speed, the big one drawing 3x the small one's power
@@ -231,3 +238,86 @@ def test_a_forecast_keeps_to_the_decisions_the_last_one_foresaw():
     assert not fresh.follows_foresight
     planner.forecast(now, fresh)
     assert planner.foreseen[0].plan == at_ten.plan
+
+
+class FillFreeBackwards(FillFree):
+    """FillFree giving the free nodes to the waiting jobs in reverse id order: a policy whose
+    later decisions differ from FillFree's though it keeps the same running jobs now."""
+
+    def decide(self, snap):
+        plan = {v.job_id: v.assignment for v in snap.jobs if v.assignment is not None}
+        used = {a.node for a in plan.values()}
+        free = [n.name for n in snap.cluster.nodes if n.name not in used]
+        waiting = sorted((v.job_id for v in snap.jobs if v.assignment is None), reverse=True)
+        plan.update({job_id: Assignment(node, 1) for job_id, node in zip(waiting, free)})
+        return plan
+
+
+def _foreseen_then_backwards(monkeypatch, c_epochs, d_epochs):
+    """a (1 epoch) on big and b (1.1 epochs) on small at 0, c and d waiting: the forecast
+    (FillFree) foresees c on big when a ends at 10, d on small when b ends at 11. Then the
+    policy changes its mind about the later decisions (FillFreeBackwards: d on big at 10, c
+    on small at 11), as a policy does when a learned speed moves. The forecasts make their
+    later decisions with the same policy as the planner (not a fresh one made by name)."""
+    forecasting = [FillFree()]
+    monkeypatch.setattr(decider, "forecast_policy", lambda name, options, jobs: forecasting[0])
+    jobs = [job("a", epochs=1.0), job("b", epochs=1.1), job("c", epochs=c_epochs),
+            job("d", epochs=d_epochs)]
+    sc = scenario(TWO_DRAWS, {"p": {("B", 1): 10.0, ("S", 1): 10.0}}, jobs)
+    planner = _planner(scripted=FillFree())
+    first = planner.decide(snapshot(sc), {}, ["submit"], {}, set())
+    predicted = planner.forecast(snapshot(sc), first)
+    assert (predicted["c"].start, predicted["d"].start) == (pytest.approx(10.0),
+                                                           pytest.approx(11.0))
+    forecasting[0] = FillFreeBackwards()
+    planner.decider = InlineDecider(forecasting[0], "fifo", {})
+    return planner, sc
+
+
+def test_a_changed_speed_keeps_the_foreseen_later_starts_unless_new_ones_pay(monkeypatch):
+    # at 5 s a learned speed moves; the fresh decision runs a and b as they run, but foresees
+    # d (2 epochs) on big at 300 W and c (1 epoch) on small: 20 x 300 + 10 x 100 = 7000 J
+    # against the foreseen 10 x 300 + 20 x 100 = 5000 J. The foresight the users were told
+    # stays: d still starts on small at 11 s.
+    planner, sc = _foreseen_then_backwards(monkeypatch, c_epochs=1.0, d_epochs=2.0)
+    running = {"a": Assignment("big", 1), "b": Assignment("small", 1)}
+    at_five = snapshot(sc, now=5.0, running={"a": ("big", 1), "b": ("small", 1)},
+                       remaining={"a": 0.5, "b": 0.6})
+    proposal = planner.decide(at_five, running, ["prediction-moved"], {}, set())
+    assert proposal.source == "kept" and proposal.plan == running
+    assert proposal.predicted["d"].start == pytest.approx(11.0)
+    assert proposal.predicted["d"].completion == pytest.approx(31.0)
+    # the totals differ by the 2000 J, at the cluster's price (1e-7 EUR per joule)
+    gap = proposal.weighed["policy"] - proposal.weighed["kept"]
+    assert gap == pytest.approx(2000.0 * TWO_DRAWS.eur_per_joule())
+    at_ten = next(d for d in planner.foreseen if d.time == pytest.approx(10.0))
+    assert at_ten.plan["c"] == Assignment("big", 1)
+
+
+def test_a_changed_speed_takes_new_later_starts_when_they_pay(monkeypatch):
+    # the other way round (c 2 epochs, d 1): the fresh foresight costs 5000 J, the old 7000 J
+    planner, sc = _foreseen_then_backwards(monkeypatch, c_epochs=2.0, d_epochs=1.0)
+    running = {"a": Assignment("big", 1), "b": Assignment("small", 1)}
+    at_five = snapshot(sc, now=5.0, running={"a": ("big", 1), "b": ("small", 1)},
+                       remaining={"a": 0.5, "b": 0.6})
+    proposal = planner.decide(at_five, running, ["prediction-moved"], {}, set())
+    assert proposal.source == "policy" and proposal.plan == running
+    assert proposal.predicted["d"].start == pytest.approx(10.0)
+    assert proposal.weighed["kept"] - proposal.weighed["policy"] == pytest.approx(
+        2000.0 * TWO_DRAWS.eur_per_joule())
+
+
+def test_a_completion_with_a_changed_speed_keeps_the_foreseen_plan_unless_a_new_one_pays(
+        monkeypatch):
+    # a ends at 10 s as foreseen, and a learned speed moved at the same tick: the foreseen
+    # decision (c on big) is weighed against the fresh one (d on big), not dropped for it
+    for c_epochs, d_epochs, source, on_big in ((1.0, 2.0, "forecast", "c"),
+                                               (2.0, 1.0, "policy", "d")):
+        planner, sc = _foreseen_then_backwards(monkeypatch, c_epochs, d_epochs)
+        at_ten = snapshot(sc, now=10.0, running={"b": ("small", 1)}, remaining={"b": 0.1})
+        at_ten = replace(at_ten, jobs=tuple(v for v in at_ten.jobs if v.job_id != "a"))
+        proposal = planner.decide(at_ten, {"b": Assignment("small", 1)},
+                                  ["completion", "prediction-moved"], {}, set())
+        assert proposal.source == source
+        assert proposal.plan == {"b": Assignment("small", 1), on_big: Assignment("big", 1)}
+        assert set(proposal.weighed) == {"policy", "forecast"}

@@ -36,6 +36,8 @@ def andreas(*args):
     ("decision_budget_ms: -5\n", "field 'decision_budget_ms': expected a number >= 0.0"),
     ("decide_in: gpu\n", "field 'decide_in': expected process or thread, got 'gpu'"),
     ("forecast_budget_s: 0\n", "field 'forecast_budget_s': expected a number > 0"),
+    ("switch_gain: 1.5\n", "field 'switch_gain': expected a share below 1 (0.05 = 5 %), got 1.5"),
+    ("switch_gain: -0.1\n", "field 'switch_gain': expected a number >= 0.0"),
 ])
 def test_bad_service_config_names_file_line_and_field(tmp_path, extra, message):
     path = write_service_files(tmp_path, extra=extra)

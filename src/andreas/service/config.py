@@ -42,6 +42,7 @@ from ..model import Cluster, Profiles
 from ..policies import POLICIES
 from ..policies.registry import check_options, option_specs
 from .decider import WORKER_NICENESS
+from .planner import SWITCH_GAIN
 from .quotas import Limits, Quotas
 
 DEFAULT_DECISION_BUDGET_MS = 500.0
@@ -58,7 +59,8 @@ SERVICE_KEYS = (
     "slurm_partition", "gpu_indices", "job_user", "job_users", "jobs_as_service_user", "policy",
     "policy_options", "decision_budget_ms", "decide_in", "decide_nice", "forecast_budget_s",
     "period_s", "poll_s", "grace_s", "max_body_bytes", "auth_max_failures", "auth_window_s",
-    "public_url", "priority_weights", "learn", "replan_deviation", "forecast_spread", "quotas",
+    "public_url", "priority_weights", "learn", "replan_deviation", "switch_gain",
+    "forecast_spread", "quotas",
     "max_retries",
     "max_upload_bytes", "max_upload_bytes_per_user", "upload_ttl_s", "allowed_roots",
     "trusted_proxies",
@@ -94,6 +96,9 @@ class ServiceConfig:
         DEFAULT_PRIORITY_WEIGHTS))
     learn: bool = True
     replan_deviation: float = 0.1
+    # a fresh decision replaces the plan carried out (after a changed speed or completions in
+    # another order than foreseen) only if its forecast is this share cheaper (planner.py)
+    switch_gain: float = SWITCH_GAIN
     # each job's speed is believed within this share until its reports say how much it
     # varies: its forecast's range (None: no range)
     forecast_spread: float | None = 0.1
@@ -255,6 +260,7 @@ def read_service_config(path: str | Path) -> ServiceConfig:
         public_url=(doc.get("public_url") and text("public_url", "").rstrip("/")) or None,
         priority_weights=weights, learn=_flag(doc, "learn", True),
         replan_deviation=doc.number("replan_deviation", default=0.1, positive=True),
+        switch_gain=_share(doc, "switch_gain", SWITCH_GAIN),
         forecast_spread=doc.number_or_none("forecast_spread", default=0.1, minimum=0.0),
         quotas=_quotas(doc),
         max_retries=int(doc.number("max_retries", default=3, minimum=0)),
@@ -265,6 +271,15 @@ def read_service_config(path: str | Path) -> ServiceConfig:
         upload_ttl_s=doc.number("upload_ttl_s", default=7 * 86400.0, positive=True),
         allowed_roots=_roots(doc, base), trusted_proxies=_proxies(doc),
         log_progress_posts=_flag(doc, "log_progress_posts", False), **_job_accounts(doc))
+
+
+def _share(doc, key: str, default: float) -> float:
+    """A share in [0, 1): 0.05 = 5 %."""
+    value = doc.number(key, default=default, minimum=0.0)
+    if value >= 1.0:
+        raise doc.error(key, f"expected a share below 1 (0.05 = 5 %), got {value!r}",
+                        doc.get(key).line)
+    return value
 
 
 def _flag(doc, key: str, default: bool) -> bool:

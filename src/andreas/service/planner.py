@@ -3,10 +3,11 @@
 One decision of the live service is more than the policy's: the plan the last forecast made
 for this moment may be kept (`source: forecast`), or, when completions came in another order
 than it foresaw, its starts that fit now (`source: repaired`, unless a fresh decision pays
-more than 1 % better), quotas and drained nodes take starts out
+more than `switch_gain` better), quotas and drained nodes take starts out
 (and the policy decides again without the jobs refused: quotas.WithinLimits, in the forecast's
-later decisions too), a change of learned speed switches plans only when the forecast says it
-pays (`source: kept` otherwise), and every job left waiting says why. `Planner` makes that
+later decisions too), a change of learned speed switches plans, or the later starts foreseen,
+only when the forecast says it pays (`source: kept` otherwise), and every job left waiting
+says why. `Planner` makes that
 decision from a `Snapshot` and what the last decision foresaw; the scheduler (scheduler.py)
 builds the snapshot from the database, carries the decision out and records it.
 """
@@ -28,7 +29,7 @@ log = logging.getLogger("andreas.service")
 
 # replanning reasons a forecast foresees: after only these, the plan it made may be kept
 FORESEEABLE = frozenset({"completion", "run-ended", "retry", "revisit"})
-SWITCH_GAIN = 0.01  # a changed speed estimate switches plans only if that saves over 1 %
+SWITCH_GAIN = 0.01  # default share a fresh decision must save to replace the incumbent plan
 
 
 @dataclass
@@ -49,6 +50,19 @@ class Proposal:
     weighed: dict[str, float] | None = None
     # nothing unforeseen led to it: its forecast keeps to the decisions the last one foresaw
     follows_foresight: bool = False
+
+
+@dataclass(frozen=True)
+class Incumbent:
+    """The plan a fresh decision must beat to be taken (Planner.incumbent): where it comes
+    from ("kept", "forecast" or "repaired", its source if it stays), the plan, when to look
+    again at the jobs it holds back, and why each job it leaves out waits (None: the fresh
+    decision's reasons stand)."""
+
+    name: str
+    plan: dict[str, Assignment]
+    revisit_at: float | None
+    why: dict[str, Reason] | None
 
 
 def waiting_reasons(snapshot: Snapshot, plan: Mapping, why: Mapping[str, Reason],
@@ -152,10 +166,12 @@ class Planner:
     decisions the last forecast foresaw (`foreseen`), how many it kept (`kept`), and why the
     latest forecast was stopped, if it was (`forecast_cut`)."""
 
-    def __init__(self, decider: Decider, policy_name: str, quotas: Quotas) -> None:
+    def __init__(self, decider: Decider, policy_name: str, quotas: Quotas,
+                 switch_gain: float = SWITCH_GAIN) -> None:
         self.decider = decider
         self.policy_name = policy_name
         self.quotas = quotas
+        self.switch_gain = switch_gain
         self.foreseen: list[ForeseenDecision] = []
         self.kept = 0
         self.forecast_cut: str | None = None
@@ -179,22 +195,44 @@ class Planner:
             chosen, refused = limits.apply(snapshot, plan)
             why.update(refused)
         check_plan(snapshot, chosen, self.policy_name)
-        keep = dict(running)
         predicted = weighed = None
-        if source == "policy" and set(reasons) <= {"prediction-moved"} and chosen != keep:
-            chosen, source, predicted, weighed = self._worth_switching(snapshot, keep, chosen,
-                                                                       wake, bound)
-            wake = None if source == "kept" else wake
-        elif source == "policy" and (repair := self.repaired_plan(snapshot, reasons, limits)):
-            repaired, repaired_why = repair
-            if repaired != chosen:
-                chosen, source, predicted, weighed = self._worth_switching(
-                    snapshot, repaired, chosen, wake, bound, incumbent="repaired")
-                if source == "repaired":
-                    wake, why = None, repaired_why
+        incumbent = (self.incumbent(snapshot, running, reasons, limits) if source == "policy"
+                     else None)
+        if incumbent is not None and (incumbent.plan != chosen or incumbent.name == "kept"):
+            chosen, source, predicted, weighed = self._worth_switching(
+                snapshot, incumbent.plan, chosen, wake, bound, incumbent.name)
+            if source == incumbent.name:
+                wake = incumbent.revisit_at
+                why = incumbent.why if incumbent.why is not None else why
         follows = source != "policy" or (set(reasons) <= FORESEEABLE and weighed is None)
         return Proposal(chosen, source, wake, why, time.perf_counter() - tic, limits,
                         predicted, weighed, follows)
+
+    def incumbent(self, snapshot: Snapshot, running: Mapping[str, Assignment],
+                  reasons: list[str], limits: ServiceLimits) -> "Incumbent | None":
+        """What a fresh decision must beat by more than `switch_gain` (`_worth_switching`)
+        after events that leave the last forecast standing but for timing: a learned speed
+        that moved, completions in another order than foreseen, or both at once.
+
+        After a changed speed alone, the running plan ("kept") is weighed even when the
+        fresh decision runs the same jobs: the later decisions it foresees may differ, and
+        switching to them moves waiting jobs to nodes their users were not told. After
+        foreseeable events (with or without a changed speed), the plan the last forecast
+        foresaw for this moment ("forecast") where one matches, else its starts that fit now
+        ("repaired"). None: nothing to weigh (an unforeseen event, or nothing foreseen)."""
+        events = set(reasons)
+        if events <= {"prediction-moved"}:
+            return Incumbent("kept", dict(running), None, None)
+        if not events <= FORESEEABLE | {"prediction-moved"} or not self.foreseen:
+            return None
+        plan = foreseen_for(snapshot, self.foreseen, self.policy_name)
+        if plan is not None:
+            kept, refused = limits.apply(snapshot, plan)
+            if kept == dict(plan):
+                return Incumbent("forecast", kept, revisit_at(plan),
+                                 {**dict(getattr(plan, "reasons", {})), **refused})
+        repair = self.repaired_plan(snapshot, limits)
+        return None if repair is None else Incumbent("repaired", repair[0], None, repair[1])
 
     def limits(self, owners: Mapping[str, str], drained: set[str]) -> ServiceLimits:
         """The limits of a decision: these owners and drained nodes, the configured quotas."""
@@ -232,13 +270,13 @@ class Planner:
         self.kept += plan is not None
         return plan
 
-    def repaired_plan(self, snapshot: Snapshot, reasons: list[str], limits: ServiceLimits
+    def repaired_plan(self, snapshot: Snapshot, limits: ServiceLimits
                       ) -> tuple[dict[str, Assignment], dict[str, Reason]] | None:
         """After foreseeable events that no foreseen decision matches (completions in another
         order than forecast), the foreseen starts that fit now (`foreseen_starts`), within
         today's limits, and why each job it leaves out waits; None when nothing was foreseen
         or the repair does not fit."""
-        if not set(reasons) <= FORESEEABLE or not self.foreseen:
+        if not self.foreseen:
             return None
         plan, why = foreseen_starts(snapshot, self.foreseen)
         plan, refused = limits.apply(snapshot, plan)
@@ -304,11 +342,10 @@ class Planner:
                          incumbent: str = "kept"
                          ) -> tuple[dict, str, dict[str, JobForecast] | None,
                                     dict[str, float] | None]:
-        """Switch from `keep` (the running plan after a learned speed moved, "kept"; the
-        foreseen starts after completions in another order, "repaired") to the fresh decision
-        only if the forecast says it pays (by more than SWITCH_GAIN). Pausing and moving jobs
-        on every change of estimate would cost more in restarts than better estimates save;
-        a job started elsewhere than forecast costs what its user was not told. Returns the
+        """Switch from `keep` (the incumbent: `Planner.incumbent`) to the fresh decision only if
+        the forecast says it pays, by more than the `switch_gain` share. Pausing and moving
+        jobs on every change of estimate would cost more in restarts than better estimates
+        save; a job started elsewhere than forecast costs what its user was not told. Returns the
         plan, where it came from, its forecast (None: not computed yet) and the forecast
         totals weighed."""
         try:
@@ -319,7 +356,7 @@ class Planner:
                    for name, plan, w, previous in (("policy", fresh, wake, ()),
                                                    (incumbent, keep, None, self.foreseen))}
         total = {name: sum(f.total_cost for f in o[0].values()) for name, o in options.items()}
-        chosen = ("policy" if total["policy"] < (1.0 - SWITCH_GAIN) * total[incumbent]
+        chosen = ("policy" if total["policy"] < (1.0 - self.switch_gain) * total[incumbent]
                   else incumbent)
         predicted, self.foreseen = options[chosen]
         return (fresh if chosen == "policy" else keep), chosen, predicted, total

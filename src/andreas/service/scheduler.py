@@ -62,7 +62,7 @@ class Scheduler:
                  board: PlanBoard | None = None) -> None:
         self.config, self.store, self.executor, self.clock = config, store, executor, clock
         self.decider = decider or make_decider(config)
-        self.planner = Planner(self.decider, config.policy, config.quotas)
+        self.planner = Planner(self.decider, config.policy, config.quotas, config.switch_gain)
         self.board = board or PlanBoard()
         self.runs = Runs(config, store, executor, self.wake, clock)
         # measured costs take only the operator's own draws and start-ups, never the numbers

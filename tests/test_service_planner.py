@@ -167,7 +167,7 @@ def test_completions_in_another_order_start_the_jobs_where_the_forecast_said():
 
 def test_a_fresh_decision_replaces_the_foreseen_starts_when_it_pays():
     # c is due at 15 at 100 EUR a second late: waiting for big it ends at 20 (5 s late),
-    # started now on small at 19.5 (4.5 s): 10 % cheaper, over the 1 % a switch must save
+    # started now on small at 19.5 (4.5 s): 10 % cheaper, over the 5 % a switch must save
     planner, later = _reordered(c_due=15.0, c_weight=100.0)
     proposal = planner.decide(later, {"a": Assignment("big", 1)}, ["completion"], {}, set())
     assert proposal.source == "policy"
@@ -321,3 +321,33 @@ def test_a_completion_with_a_changed_speed_keeps_the_foreseen_plan_unless_a_new_
         assert proposal.source == source
         assert proposal.plan == {"b": Assignment("small", 1), on_big: Assignment("big", 1)}
         assert set(proposal.weighed) == {"policy", "forecast"}
+
+
+def test_a_forecast_after_completions_in_another_order_keeps_each_nodes_foreseen_order(
+        monkeypatch):
+    # two one-GPU nodes of one draw; a (1 epoch) on big and b (1.1) on small, c, d, e (1 epoch
+    # each) wait. Foreseen (FillFree): c on big at 10, d on small at 11, e on big at 20. Then b
+    # ends first, at 9.5, and the policy has changed its mind (FillFreeBackwards: the highest
+    # id first). The repaired plan starts d on small; its forecast keeps c and then e on big
+    # (at 10 and 20), where the fresh policy would have put e there at 10 and c on small at
+    # 19.5, each job on another node than its users were told.
+    same = cluster([("big", "B", 1), ("small", "S", 1)], {"B": [100], "S": [100]})
+    forecasting = [FillFree()]
+    monkeypatch.setattr(decider, "forecast_policy", lambda name, options, jobs: forecasting[0])
+    jobs = [job("a", epochs=1.0), job("b", epochs=1.1), job("c", epochs=1.0),
+            job("d", epochs=1.0), job("e", epochs=1.0)]
+    sc = scenario(same, {"p": {("B", 1): 10.0, ("S", 1): 10.0}}, jobs)
+    planner = _planner(scripted=FillFree())
+    first = planner.decide(snapshot(sc), {}, ["submit"], {}, set())
+    predicted = planner.forecast(snapshot(sc), first)
+    assert [predicted[j].start for j in "cde"] == pytest.approx([10.0, 11.0, 20.0])
+    forecasting[0] = FillFreeBackwards()
+    planner.decider = InlineDecider(forecasting[0], "fifo", {})
+    later = snapshot(sc, now=9.5, running={"a": ("big", 1)}, remaining={"a": 0.05})
+    later = replace(later, jobs=tuple(v for v in later.jobs if v.job_id != "b"))
+    proposal = planner.decide(later, {"a": Assignment("big", 1)}, ["completion"], {}, set())
+    assert proposal.source == "repaired"
+    assert proposal.plan == {"a": Assignment("big", 1), "d": Assignment("small", 1)}
+    assert [proposal.predicted[j].start for j in "ce"] == pytest.approx([10.0, 20.0])
+    at_ten = next(d for d in planner.foreseen if d.time == pytest.approx(10.0))
+    assert at_ten.plan["c"] == Assignment("big", 1) and "e" not in at_ten.plan

@@ -32,12 +32,19 @@ import numpy as np
 from ..model import Job, Profiles
 from ..policies import Policy, make_policy, pinning
 from ..policies.arrivals import ArrivalLog
-from ..policies.base import JobView, Snapshot
+from ..policies.base import JobView, Snapshot, check_plan
 from ..policies.decision import Decision
 from ..policies.registry import options_for
 from ..policies.steps.forward_check import sample_arrivals, with_profiles_of
 from ..policies.steps.pipeline import holds_off
-from ..sim.forecast import ForeseenDecision, JobForecast, forecast, forecast_range, foreseen_for
+from ..sim.forecast import (
+    ForeseenDecision,
+    JobForecast,
+    forecast,
+    forecast_range,
+    foreseen_for,
+    foreseen_starts,
+)
 from .quotas import ServiceLimits, limited
 
 log = logging.getLogger("andreas.service")
@@ -69,7 +76,8 @@ Forecast = tuple[dict[str, JobForecast], list[ForeseenDecision]]
 
 class KeepForeseen:
     """`policy`, except at a moment an earlier forecast foresaw (the same active jobs, and
-    its plan still fits): there, the decision that forecast foresaw.
+    its plan still fits): there, the decision that forecast foresaw; and after completions in
+    another order than foreseen, the foreseen starts (each node keeps its foreseen order).
 
     Why: a forecast is made after every decision, with the speeds learned so far. Asked
     afresh at each later event, the policy places a job that has not started by margins that
@@ -87,7 +95,27 @@ class KeepForeseen:
 
     def decide(self, snapshot: Snapshot) -> Mapping:
         plan = foreseen_for(snapshot, self.foreseen, self.name)
+        if plan is None:
+            plan = self.foreseen_starts(snapshot)
         return pinning.decide(self.policy, snapshot) if plan is None else Decision.of(plan)
+
+    def foreseen_starts(self, snapshot: Snapshot) -> Mapping | None:
+        """Where no foreseen decision has these active jobs (completions came in another
+        order), the foreseen starts that fit (`foreseen_starts`: each node keeps its foreseen
+        order), as the live service repairs its plan (`Planner.incumbent`), provided every
+        waiting job has a foreseen start and something runs; None otherwise (the policy
+        decides: a job never foreseen, or a cluster left idle)."""
+        if not self.foreseen:
+            return None
+        plan, why = foreseen_starts(snapshot, self.foreseen)
+        waiting = {v.job_id for v in snapshot.jobs if v.assignment is None}
+        if not plan or not waiting <= set(plan) | set(why):
+            return None
+        try:
+            check_plan(snapshot, plan, self.name)
+        except Exception:  # a plan that no longer fits, in any way, is not kept
+            return None
+        return Decision(plan, reasons=why)
 
 
 class ForecastCut(Exception):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from ..policies.base import Assignment, Snapshot, check_plan, revisit_at
 from ..policies.decision import Reason
-from ..sim.forecast import ForeseenDecision, JobForecast, foreseen_for
+from ..sim.forecast import ForeseenDecision, JobForecast, foreseen_for, foreseen_starts
 from .decider import Decider, ForecastCut
 from .quotas import Quotas, ServiceLimits
 
@@ -29,7 +29,7 @@ log = logging.getLogger("andreas.service")
 
 # replanning reasons a forecast foresees: after only these, the plan it made may be kept
 FORESEEABLE = frozenset({"completion", "run-ended", "retry", "revisit"})
-SWITCH_GAIN = 0.01  # default share a fresh decision must save to replace the incumbent plan
+SWITCH_GAIN = 0.05  # default share a fresh decision must save to replace the incumbent plan
 
 
 @dataclass
@@ -124,41 +124,6 @@ def minimal_failing(items: list, fails) -> list:
                     return items
                 n = min(len(items), 2 * n)
     return items
-
-
-def foreseen_starts(snapshot: Snapshot, foreseen: Sequence[ForeseenDecision]
-                    ) -> tuple[dict[str, Assignment], dict[str, Reason]]:
-    """The last forecast's plan, repaired for events that came in another order: every
-    running job kept where it runs, and each waiting job started where the forecast first
-    foresaw it start (node, GPUs, power limit) when those GPUs are free now and no job
-    foreseen to start on those nodes before it still waits: each node keeps its foreseen
-    order. A job left waiting is `waiting_for_gpus` of its foreseen node until its foreseen
-    start; a job no foreseen decision starts waits without a reason here.
-
-    Why: timing jitter reorders completions (foreseen: a ends at 40 s, then b at 42 s;
-    measured: b at 39 s). No foreseen decision then has the jobs now active, and a fresh
-    decision may start the next job on the other node, at another power and cost than the
-    forecast told its user, and the rest of the schedule shifts with it."""
-    free = snapshot.free_gpus()
-    plan = {v.job_id: v.assignment for v in snapshot.jobs if v.assignment is not None}
-    waiting = {v.job_id for v in snapshot.jobs if v.assignment is None}
-    first: dict[str, tuple[float, Assignment]] = {}  # in the order the forecast starts them
-    for decision in sorted(foreseen, key=lambda d: d.time):
-        for job_id, a in decision.plan.items():
-            if job_id in waiting and job_id not in first:
-                first[job_id] = (decision.time, a)
-    blocked: set[str] = set()  # nodes where a job foreseen earlier still waits
-    why = {}
-    for job_id, (at, a) in first.items():
-        nodes = a.nodes
-        if blocked.isdisjoint(nodes) and all(free.get(n, 0) >= a.gpus for n in nodes):
-            plan[job_id] = a
-            for n in nodes:
-                free[n] -= a.gpus
-        else:
-            blocked.update(nodes)
-            why[job_id] = Reason("waiting_for_gpus", until=at, node=a.node)
-    return plan, why
 
 
 class Planner:

@@ -12,8 +12,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ..model import Job, Profiles, Scenario
-from ..policies.base import JobView, Plan, Policy, Snapshot, check_plan, revisit_at
-from ..policies.decision import Decision
+from ..policies.base import (
+    Assignment,
+    JobView,
+    Plan,
+    Policy,
+    Snapshot,
+    check_plan,
+    revisit_at,
+)
+from ..policies.decision import Decision, Reason
 from .engine import Simulator
 
 
@@ -41,6 +49,41 @@ def foreseen_for(snapshot: Snapshot, foreseen: Sequence[ForeseenDecision],
                 return None
             return decision.plan
     return None
+
+
+def foreseen_starts(snapshot: Snapshot, foreseen: Sequence[ForeseenDecision]
+                    ) -> tuple[dict[str, Assignment], dict[str, Reason]]:
+    """The last forecast's plan, repaired for events that came in another order: every
+    running job kept where it runs, and each waiting job started where the forecast first
+    foresaw it start (node, GPUs, power limit) when those GPUs are free now and no job
+    foreseen to start on those nodes before it still waits: each node keeps its foreseen
+    order. A job left waiting is `waiting_for_gpus` of its foreseen node until its foreseen
+    start; a job no foreseen decision starts waits without a reason here.
+
+    Why: timing jitter reorders completions (foreseen: a ends at 40 s, then b at 42 s;
+    measured: b at 39 s). No foreseen decision then has the jobs now active, and a fresh
+    decision may start the next job on the other node, at another power and cost than the
+    forecast told its user, and the rest of the schedule shifts with it."""
+    free = snapshot.free_gpus()
+    plan = {v.job_id: v.assignment for v in snapshot.jobs if v.assignment is not None}
+    waiting = {v.job_id for v in snapshot.jobs if v.assignment is None}
+    first: dict[str, tuple[float, Assignment]] = {}  # in the order the forecast starts them
+    for decision in sorted(foreseen, key=lambda d: d.time):
+        for job_id, a in decision.plan.items():
+            if job_id in waiting and job_id not in first:
+                first[job_id] = (decision.time, a)
+    blocked: set[str] = set()  # nodes where a job foreseen earlier still waits
+    why = {}
+    for job_id, (at, a) in first.items():
+        nodes = a.nodes
+        if blocked.isdisjoint(nodes) and all(free.get(n, 0) >= a.gpus for n in nodes):
+            plan[job_id] = a
+            for n in nodes:
+                free[n] -= a.gpus
+        else:
+            blocked.update(nodes)
+            why[job_id] = Reason("waiting_for_gpus", until=at, node=a.node)
+    return plan, why
 
 
 @dataclass(frozen=True)

@@ -274,16 +274,22 @@ def _foreseen_then_backwards(monkeypatch, c_epochs, d_epochs):
     return planner, sc
 
 
+def _speed_moved_at_five(planner, sc):
+    """The planner's decision at 5 s, a and b running as they started, after a learned
+    speed moved; and the running plan."""
+    running = {"a": Assignment("big", 1), "b": Assignment("small", 1)}
+    at_five = snapshot(sc, now=5.0, running={"a": ("big", 1), "b": ("small", 1)},
+                       remaining={"a": 0.5, "b": 0.6})
+    return planner.decide(at_five, running, ["prediction-moved"], {}, set()), running
+
+
 def test_a_changed_speed_keeps_the_foreseen_later_starts_unless_new_ones_pay(monkeypatch):
     # at 5 s a learned speed moves; the fresh decision runs a and b as they run, but foresees
     # d (2 epochs) on big at 300 W and c (1 epoch) on small: 20 x 300 + 10 x 100 = 7000 J
     # against the foreseen 10 x 300 + 20 x 100 = 5000 J. The foresight the users were told
     # stays: d still starts on small at 11 s.
     planner, sc = _foreseen_then_backwards(monkeypatch, c_epochs=1.0, d_epochs=2.0)
-    running = {"a": Assignment("big", 1), "b": Assignment("small", 1)}
-    at_five = snapshot(sc, now=5.0, running={"a": ("big", 1), "b": ("small", 1)},
-                       remaining={"a": 0.5, "b": 0.6})
-    proposal = planner.decide(at_five, running, ["prediction-moved"], {}, set())
+    proposal, running = _speed_moved_at_five(planner, sc)
     assert proposal.source == "kept" and proposal.plan == running
     assert proposal.predicted["d"].start == pytest.approx(11.0)
     assert proposal.predicted["d"].completion == pytest.approx(31.0)
@@ -297,10 +303,7 @@ def test_a_changed_speed_keeps_the_foreseen_later_starts_unless_new_ones_pay(mon
 def test_a_changed_speed_takes_new_later_starts_when_they_pay(monkeypatch):
     # the other way round (c 2 epochs, d 1): the fresh foresight costs 5000 J, the old 7000 J
     planner, sc = _foreseen_then_backwards(monkeypatch, c_epochs=2.0, d_epochs=1.0)
-    running = {"a": Assignment("big", 1), "b": Assignment("small", 1)}
-    at_five = snapshot(sc, now=5.0, running={"a": ("big", 1), "b": ("small", 1)},
-                       remaining={"a": 0.5, "b": 0.6})
-    proposal = planner.decide(at_five, running, ["prediction-moved"], {}, set())
+    proposal, running = _speed_moved_at_five(planner, sc)
     assert proposal.source == "policy" and proposal.plan == running
     assert proposal.predicted["d"].start == pytest.approx(10.0)
     assert proposal.weighed["kept"] - proposal.weighed["policy"] == pytest.approx(

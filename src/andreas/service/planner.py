@@ -163,7 +163,9 @@ class Planner:
         predicted = weighed = None
         incumbent = (self.incumbent(snapshot, running, reasons, limits) if source == "policy"
                      else None)
-        if incumbent is not None and (incumbent.plan != chosen or incumbent.name == "kept"):
+        # the same plan now differs only by what its forecast foresees later, if anything
+        if incumbent is not None and (incumbent.plan != chosen
+                                      or (incumbent.name == "kept" and self.foreseen)):
             chosen, source, predicted, weighed = self._worth_switching(
                 snapshot, incumbent.plan, chosen, wake, bound, incumbent.name)
             if source == incumbent.name:

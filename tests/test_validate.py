@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+from andreas.measure.validate import off_by_why
+
 # real services, engines or processes: make test runs these, make test-fast does not
 pytestmark = pytest.mark.service
 
@@ -106,6 +108,11 @@ def test_validate_runs_end_to_end_in_reduced_form(tmp_path):
     assert dist["completion_error_s"]["mean"] == pytest.approx(sum(map(abs, errors)) / 3)
     assert dist["mean_completion_error_s"] == pytest.approx(sum(errors) / 3)
     assert "per job, energy deviation: mean" in run.stdout
+    why = dist["energy_over_10_percent"]
+    assert why == off_by_why(jobs, 0.1) and "per job, energy over 10 % off" in run.stdout
+    for j in jobs:  # every job ran somewhere, and the first plan placed it
+        assert isinstance(j["on_planned_node"], bool)
+        assert j["on_planned_node"] == (set(j["run_nodes"]) == {j["first_planned_node"]})
     flags = [j["completion_within_range"] for j in jobs]
     assert all(isinstance(f, bool) for f in flags)  # every first plan gave a range
     assert dist["completions_within_range"] == pytest.approx(sum(flags) / 3)
@@ -122,3 +129,17 @@ def test_validate_runs_end_to_end_in_reduced_form(tmp_path):
     assert "Traceback" not in wrong.stderr
     again = andreas("validate", "--jobs", 3, "--quick", "--out", out)
     assert again.returncode == 2 and "not empty" in again.stderr
+
+
+def test_jobs_off_their_energy_say_why():
+    # four jobs over 10 % off: two on their planned node (running 20 % slower and 5 % faster
+    # than the profile said), one elsewhere, one whose plan is unknown; one job within 10 %
+    def entry(deviation, on_node, drift):
+        return {"energy_deviation": deviation, "on_planned_node": on_node,
+                "speed_drift": drift}
+    entries = [entry(0.3, True, 0.2), entry(0.12, True, -0.05), entry(0.5, False, None),
+               entry(0.2, None, None), entry(0.05, True, 0.01)]
+    assert off_by_why(entries, 0.1) == {"jobs": 4, "on_planned_node": 2, "elsewhere": 1,
+                                        "speed_drift_on_planned_node": [-0.05, 0.2]}
+    assert off_by_why(entries, 0.4) == {"jobs": 1, "on_planned_node": 0, "elsewhere": 1,
+                                        "speed_drift_on_planned_node": None}

@@ -754,6 +754,13 @@ def validate_cmd(
         console.print(f"per job, {label}: mean {values['mean']:.1f} {unit}, median "
                       f"{values['median']:.1f} {unit}, 90 % {values['p90']:.1f} {unit}, worst "
                       f"{values['worst']:.1f} {unit}")
+    why = dist["energy_over_10_percent"]
+    drift = why["speed_drift_on_planned_node"]
+    console.print(f"per job, energy over 10 % off: {why['jobs']} of {len(result['jobs'])} jobs "
+                  f"({why['on_planned_node']} on their planned node"
+                  + (f", their speed {100 * drift[0]:+.0f} to {100 * drift[1]:+.0f} % off the "
+                     f"profile" if drift else "")
+                  + f"; {why['elsewhere']} elsewhere than planned)")
     if dist["completions_within_range"] is not None:
         console.print(f"per job, measured completion within the first plan's range: "
                       f"{100 * dist['completions_within_range']:.0f} % of jobs")

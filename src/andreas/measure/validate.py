@@ -405,6 +405,9 @@ def _compare(spec, config, planned, ids, jobs, runs, t0, history, progress, meas
             last_spe = _measured_spe(progress, job_id, {r["id"] for r in job_runs
                                                         if r["gpu_type"] == gpu_type})
         bounds = predicted.get("completion_range")  # the first plan's range, if it had one
+        planned_node = first_planned_node(history, job_id, predicted)
+        types = {r["gpu_type"] for r in job_runs}
+        believed = spe_profile[types.pop()] * scale if len(types) == 1 else None
         entries.append({
             "job": name, "id": job_id, "model": by_name[name].model, "epochs": j["epochs"],
             "predicted_completion_range_s": (None if not bounds
@@ -428,7 +431,9 @@ def _compare(spec, config, planned, ids, jobs, runs, t0, history, progress, meas
             "runs": len(job_runs), "nodes": sorted({r["node"] for r in job_runs}),
             "run_nodes": [r["node"] for r in job_runs],  # in order
             "learned_startup_s": j.get("startup_s"),  # from its runs in the service
-            "first_planned_node": first_planned_node(history, job_id, predicted),
+            "first_planned_node": planned_node,
+            "on_planned_node": (None if planned_node is None or not job_runs
+                                else all(r["node"] == planned_node for r in job_runs)),
             "pauses": sum(r["stop_reason"] == "pause" for r in job_runs),
             "moves": sum(r["stop_reason"] == "move" for r in job_runs),
             "measured_seconds_per_epoch": spe_true,
@@ -436,6 +441,8 @@ def _compare(spec, config, planned, ids, jobs, runs, t0, history, progress, meas
             "final_config_seconds_per_epoch": last_spe,
             "learned_error": (abs(learned - last_spe) / last_spe
                               if learned and last_spe else None),
+            # on one GPU type: its measured speed against what the scheduler was told
+            "speed_drift": (spe_true / believed - 1.0 if believed and spe_true else None),
         })
     predicted_total = sum(e["predicted_cost"] for e in entries)
     measured_total = sum(e["measured_cost"] for e in entries)
@@ -492,7 +499,21 @@ def per_job_distribution(entries: list[dict]) -> dict:
         "mean_completion_error_s": statistics.fmean(
             e["measured_completion_s"] - e["predicted_completion_s"] for e in entries),
         "completions_within_range": _share([e["completion_within_range"] for e in entries]),
+        "energy_over_10_percent": off_by_why(entries, 0.1),
     }
+
+
+def off_by_why(entries: list[dict], share: float) -> dict:
+    """The jobs whose energy prediction was off by more than `share`, by why: how many ran
+    elsewhere than their first plan said (a plan changed, or a move foreseen), and for those
+    on their planned node, the range of their speed's drift from the profile the scheduler
+    used (measured / believed - 1: the machine's speed, not the plan)."""
+    over = [e for e in entries if e["energy_deviation"] > share]
+    on_node = [e for e in over if e["on_planned_node"]]
+    drifts = [e["speed_drift"] for e in on_node if e["speed_drift"] is not None]
+    return {"jobs": len(over), "on_planned_node": len(on_node),
+            "elsewhere": sum(e["on_planned_node"] is False for e in over),
+            "speed_drift_on_planned_node": [min(drifts), max(drifts)] if drifts else None}
 
 
 def _share(flags: list[bool | None]) -> float | None:

@@ -19,6 +19,7 @@ Example (paths are relative to the file)::
     decide_in: process               # or thread: where decisions and forecasts run (decider.py)
     decide_nice: 10                  # the decision worker's CPU niceness, 0-19 (decider.py)
     forecast_budget_s: 30            # a forecast longer than this is stopped (null: never)
+    switch_gain: 0.05                # a new plan replaces the running one only if 5 % cheaper
     period_s: 60                     # also replan every minute (null: only on events)
     grace_s: 10                      # SIGTERM, then SIGKILL after this long
     max_body_bytes: 4194304          # larger request bodies are refused (413)

@@ -32,7 +32,7 @@ import numpy as np
 from ..model import Job, Profiles
 from ..policies import Policy, make_policy, pinning
 from ..policies.arrivals import ArrivalLog
-from ..policies.base import JobView, Snapshot, check_plan
+from ..policies.base import JobView, Snapshot
 from ..policies.decision import Decision
 from ..policies.registry import options_for
 from ..policies.steps.forward_check import sample_arrivals, with_profiles_of
@@ -44,6 +44,7 @@ from ..sim.forecast import (
     forecast_range,
     foreseen_for,
     foreseen_starts,
+    still_fits,
 )
 from .quotas import ServiceLimits, limited
 
@@ -109,11 +110,8 @@ class KeepForeseen:
             return None
         plan, why = foreseen_starts(snapshot, self.foreseen)
         waiting = {v.job_id for v in snapshot.jobs if v.assignment is None}
-        if not plan or not waiting <= set(plan) | set(why):
-            return None
-        try:
-            check_plan(snapshot, plan, self.name)
-        except Exception:  # a plan that no longer fits, in any way, is not kept
+        if not plan or not waiting <= set(plan) | set(why) \
+                or not still_fits(snapshot, plan, self.name):
             return None
         return Decision(plan, reasons=why)
 

@@ -21,7 +21,13 @@ from dataclasses import dataclass, replace
 
 from ..policies.base import Assignment, Snapshot, check_plan, revisit_at
 from ..policies.decision import Reason
-from ..sim.forecast import ForeseenDecision, JobForecast, foreseen_for, foreseen_starts
+from ..sim.forecast import (
+    ForeseenDecision,
+    JobForecast,
+    foreseen_for,
+    foreseen_starts,
+    still_fits,
+)
 from .decider import Decider, ForecastCut
 from .quotas import Quotas, ServiceLimits
 
@@ -192,7 +198,9 @@ class Planner:
             return Incumbent("kept", dict(running), None, None)
         if not events <= FORESEEABLE | {"prediction-moved"} or not self.foreseen:
             return None
-        plan = foreseen_for(snapshot, self.foreseen, self.policy_name)
+        # (after foreseeable events alone, foreseen_plan has looked for it already)
+        plan = (foreseen_for(snapshot, self.foreseen, self.policy_name)
+                if "prediction-moved" in events else None)
         if plan is not None:
             kept, refused = limits.apply(snapshot, plan)
             if kept == dict(plan):
@@ -248,11 +256,7 @@ class Planner:
         plan, why = foreseen_starts(snapshot, self.foreseen)
         plan, refused = limits.apply(snapshot, plan)
         why.update(refused)
-        try:
-            check_plan(snapshot, plan, self.policy_name)
-        except Exception:
-            return None
-        return plan, why
+        return (plan, why) if still_fits(snapshot, plan, self.policy_name) else None
 
     def culprit(self, snapshot: Snapshot, owners: Mapping[str, str],
                 drained: set[str]) -> str | None:
@@ -315,9 +319,7 @@ class Planner:
         save; a job started elsewhere than forecast costs what its user was not told. Returns the
         plan, where it came from, its forecast (None: not computed yet) and the forecast
         totals weighed."""
-        try:
-            check_plan(snapshot, keep, self.policy_name)
-        except Exception:
+        if not still_fits(snapshot, keep, self.policy_name):
             return fresh, "policy", None, None
         options = {name: self._forecast(snapshot, plan, w, limits, None, previous)
                    for name, plan, w, previous in (("policy", fresh, wake, ()),

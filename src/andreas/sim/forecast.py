@@ -43,12 +43,18 @@ def foreseen_for(snapshot: Snapshot, foreseen: Sequence[ForeseenDecision],
     active = frozenset(v.job_id for v in snapshot.jobs)
     for decision in foreseen:
         if decision.jobs == active:
-            try:
-                check_plan(snapshot, decision.plan, policy_name)
-            except Exception:  # a plan that no longer fits, in any way, is not kept
-                return None
-            return decision.plan
+            return decision.plan if still_fits(snapshot, decision.plan, policy_name) else None
     return None
+
+
+def still_fits(snapshot: Snapshot, plan: Mapping, policy_name: str) -> bool:
+    """Whether a plan made earlier (foreseen, or repaired from what was foreseen) passes
+    `check_plan` on `snapshot`: one that no longer fits, in any way, is not kept."""
+    try:
+        check_plan(snapshot, plan, policy_name)
+    except Exception:
+        return False
+    return True
 
 
 def foreseen_starts(snapshot: Snapshot, foreseen: Sequence[ForeseenDecision]

@@ -159,7 +159,7 @@ def test_migrations_are_idempotent_and_keep_data(tmp_path, database_url):
 
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
-    assert version == ScriptDirectory.from_config(config).get_current_head() == "0007"
+    assert version == ScriptDirectory.from_config(config).get_current_head() == "0008"
 
 
 def test_batch_submission_is_all_or_nothing(tmp_path):

@@ -111,6 +111,25 @@ def test_a_changed_speed_estimate_switches_plans_only_when_the_forecast_says_it_
     assert proposal.weighed["policy"] == pytest.approx(0.3 * proposal.weighed["kept"])
 
 
+
+def test_a_switch_must_save_more_than_twice_the_learned_speeds_standard_error():
+    """The fresh plan saves 70 % (as above). Learned speeds with a standard error of 40 %
+    ask for 80 %: the plan is kept; 30 % asks for 60 %: it switches. Jobs out of view and
+    small errors leave `switch_gain` (5 %)."""
+    sc = scenario(CLUSTER, PROFILES, [job("r", epochs=10.0)])
+    snap = snapshot(sc, now=0.0, running={"r": ("n1", 1)})
+    running = {"r": Assignment("n1", 1)}
+    wider = _planner(scripted=Scripted(lambda now, ids: {"r": ("n1", 2)}))
+    proposal = wider.decide(snap, running, ["prediction-moved"], {}, set(), {"r": 0.4})
+    assert proposal.source == "kept" and proposal.gain_needed == pytest.approx(0.8)
+    assert proposal.weighed["policy"] == pytest.approx(0.3 * proposal.weighed["kept"])
+    proposal = wider.decide(snap, running, ["prediction-moved"], {}, set(), {"r": 0.3})
+    assert proposal.source == "policy" and proposal.gain_needed == pytest.approx(0.6)
+    assert wider.gain_needed(snap, {"gone": 0.9, "r": 0.01}) == pytest.approx(0.05)
+    # nothing weighed after an unforeseen event: the fresh decision stands, whatever the error
+    proposal = wider.decide(snap, running, ["submit"], {}, set(), {"r": 0.9})
+    assert proposal.source == "policy" and proposal.gain_needed is None
+
 # two one-GPU nodes of one speed, the big one drawing 3x the small one's power
 TWO_DRAWS = cluster([("big", "B", 1), ("small", "S", 1)], {"B": [300], "S": [100]})
 

@@ -151,6 +151,38 @@ def test_a_profile_30_percent_off_replans_at_its_third_pair_of_reports(tmp_path)
         scheduler.shutdown(stop_jobs=True)
 
 
+def test_a_learned_speeds_standard_error_is_stored_and_read_with_the_snapshot(tmp_path):
+    """Three epochs of ten measured at 1.0, 1.4 and 1.0 x the profile: factor 3.4 / 3 =
+    1.133, spread (sample standard deviation sqrt(0.1067 / 2) = 0.2309, over the factor)
+    0.2038 from 3 pairs, so a standard error of 0.2038 / sqrt(3) = 0.1177 of the factor,
+    which the snapshot read hands the planner."""
+    from andreas.service.db import JobRow, RunRow
+    from andreas.service.learning import standard_error
+
+    assert standard_error(0.3, 2) is None and standard_error(None, 9) is None
+    assert standard_error(0.3, 9) == pytest.approx(0.1)
+    config = read_service_config(write_service_files(tmp_path))
+    scheduler = scheduler_with_queued_jobs(config, ["j"])
+    try:
+        store = scheduler.store
+        with store.session() as s:
+            s.add(RunRow(id=1, job_id="j", node="n1", gpu_type="fast", gpu_indices=[0],
+                         state="running", token_hash="x", started_at=0.0, epochs_at_start=0.0))
+        with store.session() as s:
+            job, run = s.get(JobRow, "j"), s.get(RunRow, 1)
+            job.epochs = 10.0  # (all done, it would be finishing: out of the plan)
+            spe = scheduler.runs._profiled_seconds(job, run)
+            t = 5.0
+            for epoch, ratio in enumerate((None, 1.0, 1.4, 1.0)):
+                t += 0.0 if ratio is None else ratio * spe
+                scheduler.runs.record_progress(s, job, run, float(epoch), at=t)
+            assert (job.speed_pairs, job.speed_factor) == (3, pytest.approx(3.4 / 3))
+        read = read_snapshot(store, scheduler.executor, config)
+        assert read.speed_error == {"j": pytest.approx(0.2309401 / (3.4 / 3) / 3 ** 0.5)}
+    finally:
+        scheduler.shutdown(stop_jobs=True)
+
+
 def _cluster():
     return Cluster({"g": GpuType("g", (100.0, 180.0))}, (Node("a", "g", 2),), 0.3, 1.2, 5.0)
 
@@ -374,7 +406,7 @@ def record_forecasts(scheduler, completions, *, tardiness=0.0, at=0.0):
     predicted = {j: JobForecast(j, 100.0, c, 1.0, tardiness) for j, c in completions.items()}
     read = SimpleNamespace(snapshot=SimpleNamespace(time=at, jobs=()), drained_out={})
     proposal = SimpleNamespace(plan={}, decision_s=0.01, source="policy", revisit_at=None,
-                               why={}, weighed=None)
+                               why={}, weighed=None, gain_needed=None)
     scheduler._publish(read, proposal, predicted, ["test"])
 
 

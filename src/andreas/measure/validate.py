@@ -478,6 +478,7 @@ def _compare(spec, config, planned, ids, jobs, runs, t0, history, progress, meas
         "decision_sources": dict(Counter(h.get("source", "?") for h in after)),
         "decisions": [{"time_s": h["time"] - t0, "reasons": h.get("reasons"),
                        "source": h.get("source"), "weighed": h.get("weighed"),
+                       "gain_needed": h.get("gain_needed"),
                        "nodes": h.get("nodes")} for h in after],
         "jobs": entries,
     }

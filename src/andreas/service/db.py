@@ -73,6 +73,8 @@ class JobRow(Base):
     startup_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     # learned spread of its speed (a share), None until three report pairs (migration 0006)
     speed_spread: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # report pairs behind its learned speed, None until it reported (migration 0008)
+    speed_pairs: Mapped[int | None] = mapped_column(Integer, nullable=True)
     # the client's Idempotency-Key: a retried submission returns this job (unique per owner)
     idempotency_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
     # per-job controls (migration 0004)

@@ -95,6 +95,19 @@ MIN_PAIRS = 3
 """Pairs of reports a learned speed needs before it is believed and its moves may replan (the
 fewest that give a spread, `speed_spread`)."""
 
+NOISE_SIGMAS = 2.0
+"""Standard errors a learned speed's move, or the gain a plan switch rests on, must exceed
+before the service acts on it (`worth_replanning`, `planner.Planner.gain_needed`)."""
+
+
+def standard_error(spread: float | None, pairs: int | None) -> float | None:
+    """The standard error of a learned factor as a share of it: the spread of its report
+    pairs / sqrt(pairs); None before MIN_PAIRS pairs or without a spread (the profile
+    stands then, and nothing rests on the learned factor)."""
+    if spread is None or pairs is None or pairs < MIN_PAIRS:
+        return None
+    return spread / pairs ** 0.5
+
 
 @dataclass(frozen=True)
 class SpeedEvidence:
@@ -111,6 +124,11 @@ class SpeedEvidence:
         stands (and the move from it is judged at once, by `worth_replanning`, rather than
         spent on the first noisy pairs, after which no later move would be large)."""
         return self.factor if self.pairs >= MIN_PAIRS else None
+
+    @property
+    def error(self) -> float | None:
+        """The learned factor's standard error, a share of it (`standard_error`)."""
+        return standard_error(self.spread, self.pairs)
 
 
 def speed_evidence(reports: Sequence[Report], profiled_spe: Mapping[int, float | None],
@@ -138,9 +156,9 @@ def _spread(ratios: list[float]) -> float | None:
 
 def worth_replanning(old: float, evidence: SpeedEvidence, deviation: float) -> bool:
     """Whether the learned factor's move from `old` to `evidence.learned` warrants a new
-    plan: it moved by more than `deviation` x `old`, and by more than twice the new
-    estimate's standard error (the spread of its report pairs x the factor / sqrt(pairs)),
-    from at least MIN_PAIRS pairs.
+    plan: it moved by more than `deviation` x `old`, and by more than NOISE_SIGMAS times the
+    new estimate's standard error (the spread of its report pairs x the factor /
+    sqrt(pairs)), from at least MIN_PAIRS pairs.
 
     Why: on a shared or throttled machine a job's epochs jitter, so its first pair or two of
     reports say little; replanning on them paused and moved jobs for noise, and each job the
@@ -149,4 +167,4 @@ def worth_replanning(old: float, evidence: SpeedEvidence, deviation: float) -> b
     new = evidence.learned
     if new is None or abs(new - old) <= deviation * old:
         return False
-    return abs(new - old) > 2.0 * (evidence.spread or 0.0) * new / evidence.pairs ** 0.5
+    return abs(new - old) > NOISE_SIGMAS * (evidence.error or 0.0) * new

@@ -41,6 +41,7 @@ class PlanInfo:
     forecast_cut: str | None = None  # why the forecast was stopped, if it was
     foreseen: tuple[ForeseenDecision, ...] = ()  # the later decisions the forecast made
     weighed: dict[str, float] | None = None  # forecast totals of the plans weighed, by source
+    gain_needed: float | None = None  # the share a switch had to save, where one was weighed
 
 
 def forecast_entry(planned_at: float, f: JobForecast, carbon_price: float = 0.0) -> dict:

@@ -29,6 +29,7 @@ from ..sim.forecast import (
     still_fits,
 )
 from .decider import Decider, ForecastCut
+from .learning import NOISE_SIGMAS
 from .quotas import Quotas, ServiceLimits
 
 log = logging.getLogger("andreas.service")
@@ -54,6 +55,9 @@ class Proposal:
     # the forecast totals (EUR) of the plans weighed against each other, by source, where
     # a switch was weighed (_worth_switching): why the service switched plans, or did not
     weighed: dict[str, float] | None = None
+    # the share the fresh decision had to save to be taken, where a switch was weighed
+    # (Planner.gain_needed)
+    gain_needed: float | None = None
     # nothing unforeseen led to it: its forecast keeps to the decisions the last one foresaw
     follows_foresight: bool = False
 
@@ -149,9 +153,11 @@ class Planner:
 
     def decide(self, snapshot: Snapshot, running: Mapping[str, Assignment],
                reasons: list[str], owners: Mapping[str, str],
-               drained: set[str]) -> Proposal:
+               drained: set[str], speed_error: Mapping[str, float] | None = None) -> Proposal:
         """The plan for `snapshot`, whose `running` jobs run where they say, replanned for
-        `reasons`; `owners` (job id -> user) and `drained` nodes bound what may start."""
+        `reasons`; `owners` (job id -> user) and `drained` nodes bound what may start;
+        `speed_error` (job id -> its learned speed's standard error, a share) sets how much a
+        switch of plans must save (`gain_needed`)."""
         tic = time.perf_counter()
         limits = self.limits(owners, drained)
         bound = limits if limits.bind else None
@@ -166,20 +172,21 @@ class Planner:
             chosen, refused = limits.apply(snapshot, plan)
             why.update(refused)
         check_plan(snapshot, chosen, self.policy_name)
-        predicted = weighed = None
+        predicted = weighed = needed = None
         incumbent = (self.incumbent(snapshot, running, reasons, limits) if source == "policy"
                      else None)
         # the same plan now differs only by what its forecast foresees later, if anything
         if incumbent is not None and (incumbent.plan != chosen
                                       or (incumbent.name == "kept" and self.foreseen)):
+            needed = self.gain_needed(snapshot, speed_error or {})
             chosen, source, predicted, weighed = self._worth_switching(
-                snapshot, incumbent.plan, chosen, wake, bound, incumbent.name)
+                snapshot, incumbent.plan, chosen, wake, bound, incumbent.name, needed)
             if source == incumbent.name:
                 wake = incumbent.revisit_at
                 why = incumbent.why if incumbent.why is not None else why
         follows = source != "policy" or (set(reasons) <= FORESEEABLE and weighed is None)
         return Proposal(chosen, source, wake, why, time.perf_counter() - tic, limits,
-                        predicted, weighed, follows)
+                        predicted, weighed, needed, follows)
 
     def incumbent(self, snapshot: Snapshot, running: Mapping[str, Assignment],
                   reasons: list[str], limits: ServiceLimits) -> "Incumbent | None":
@@ -208,6 +215,23 @@ class Planner:
                                  {**dict(getattr(plan, "reasons", {})), **refused})
         repair = self.repaired_plan(snapshot, limits)
         return None if repair is None else Incumbent("repaired", repair[0], None, repair[1])
+
+    def gain_needed(self, snapshot: Snapshot, speed_error: Mapping[str, float]) -> float:
+        """The share of the incumbent's forecast total a fresh decision must save to replace
+        it: `switch_gain`, or NOISE_SIGMAS times the largest standard error of the learned
+        speeds of the jobs in view, whichever is larger.
+
+        Why the largest: the forecast totals of both plans rest on every job's speed, and one
+        job a few percent slower than believed can reorder the starts after it, so the gain
+        can swing by more than that job's own cost (on the VM, a fresh decision forecast 6.8 %
+        cheaper, taken on speeds from three or four report pairs, was forecast 6.3 % dearer
+        0.17 s later: docs/validation.md). Speeds from few, scattered reports are what early
+        switches rest on; with more reports the error falls as 1/sqrt(pairs) and
+        `switch_gain` rules again. A job that reports erratically can hold the plan it was
+        given at most until the next unforeseen event (an arrival, a failure), where the
+        policy decides afresh and nothing is weighed."""
+        errors = [speed_error[v.job_id] for v in snapshot.jobs if v.job_id in speed_error]
+        return max([self.switch_gain, *(NOISE_SIGMAS * e for e in errors)])
 
     def limits(self, owners: Mapping[str, str], drained: set[str]) -> ServiceLimits:
         """The limits of a decision: these owners and drained nodes, the configured quotas."""
@@ -310,11 +334,12 @@ class Planner:
 
     def _worth_switching(self, snapshot: Snapshot, keep: dict, fresh: dict,
                          wake: float | None, limits: ServiceLimits | None,
-                         incumbent: str = "kept"
+                         incumbent: str = "kept", gain: float | None = None
                          ) -> tuple[dict, str, dict[str, JobForecast] | None,
                                     dict[str, float] | None]:
         """Switch from `keep` (the incumbent: `Planner.incumbent`) to the fresh decision only if
-        the forecast says it pays, by more than the `switch_gain` share. Pausing and moving
+        the forecast says it pays, by more than the `gain` share (default `switch_gain`;
+        `gain_needed`). Pausing and moving
         jobs on every change of estimate would cost more in restarts than better estimates
         save; a job started elsewhere than forecast costs what its user was not told. Returns the
         plan, where it came from, its forecast (None: not computed yet) and the forecast
@@ -325,7 +350,7 @@ class Planner:
                    for name, plan, w, previous in (("policy", fresh, wake, ()),
                                                    (incumbent, keep, None, self.foreseen))}
         total = {name: sum(f.total_cost for f in o[0].values()) for name, o in options.items()}
-        chosen = ("policy" if total["policy"] < (1.0 - self.switch_gain) * total[incumbent]
-                  else incumbent)
+        gain = self.switch_gain if gain is None else gain
+        chosen = "policy" if total["policy"] < (1.0 - gain) * total[incumbent] else incumbent
         predicted, self.foreseen = options[chosen]
         return (fresh if chosen == "policy" else keep), chosen, predicted, total

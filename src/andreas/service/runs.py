@@ -127,7 +127,7 @@ class Runs:
         profiled = {r.id: self._profiled_seconds(job, r) for r in runs}
         evidence = speed_evidence(reports, profiled)
         factor = evidence.learned
-        job.speed_spread = evidence.spread
+        job.speed_spread, job.speed_pairs = evidence.spread, evidence.pairs
         # its start-up, from each run's first report at the speed learned so far
         speed = job.speed_factor if factor is None else factor
         job.startup_s = startup_s(runs, reports, {

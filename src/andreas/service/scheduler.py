@@ -185,7 +185,7 @@ class Scheduler:
         for _ in range(MAX_CULPRITS):
             try:
                 return self.planner.decide(read.snapshot, current, reasons, read.owners,
-                                           set(read.drained)), read
+                                           set(read.drained), read.speed_error), read
             except Exception as exc:
                 culprit = self.planner.culprit(read.snapshot, read.owners, set(read.drained))
                 if culprit is None:
@@ -194,7 +194,7 @@ class Scheduler:
                 read = replace(read, snapshot=replace(read.snapshot, jobs=tuple(
                     v for v in read.snapshot.jobs if v.job_id != culprit)))
         return self.planner.decide(read.snapshot, current, reasons, read.owners,
-                                   set(read.drained)), read
+                                   set(read.drained), read.speed_error), read
 
     def _publish(self, read: SnapshotRead, proposal: Proposal,
                  predicted: dict[str, JobForecast], reasons: list[str]) -> None:
@@ -205,7 +205,8 @@ class Scheduler:
                         decision_s=proposal.decision_s, decisions=previous.decisions + 1,
                         source=proposal.source, revisit_at=proposal.revisit_at,
                         forecast_cut=self.planner.forecast_cut,
-                        foreseen=tuple(self.planner.foreseen), weighed=proposal.weighed)
+                        foreseen=tuple(self.planner.foreseen), weighed=proposal.weighed,
+                        gain_needed=proposal.gain_needed)
         price = self.config.cluster.carbon_price
         info.forecast = {job_id: forecast_entry(snapshot.time, f, price)
                          for job_id, f in predicted.items()}
@@ -245,7 +246,7 @@ class Scheduler:
         self.board.history.append({"time": now, "predicted_total": total, "jobs": len(spent),
                                    "forecast_jobs": len(predicted), "source": info.source,
                                    "reasons": list(info.reasons), "nodes": nodes,
-                                   "weighed": info.weighed})
+                                   "weighed": info.weighed, "gain_needed": info.gain_needed})
 
     # ------------------------------------------------------------------ what-if
     def what_if(self, job: JobRow, owner: str) -> JobForecast:

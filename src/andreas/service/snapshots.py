@@ -19,6 +19,7 @@ from ..model import Cluster, Job, Node, Profiles, config_key
 from ..policies.base import Assignment, JobView, Snapshot
 from .config import ServiceConfig
 from .db import RunRow, run_places
+from .learning import standard_error
 from .store import Store
 from .store import queue as queue_rows
 from .store import runs as run_rows
@@ -39,6 +40,9 @@ class SnapshotRead:
     # how much each job's speed may vary (a share): learned, else `forecast_spread`; empty
     # when forecasts carry no range
     spread: dict[str, float] = field(default_factory=dict)
+    # the standard error of each learned speed (a share of it), of the jobs whose learned
+    # speed the plan rests on: a plan switch must outweigh it (planner.Planner.gain_needed)
+    speed_error: dict[str, float] = field(default_factory=dict)
 
 
 def cluster_of(config: ServiceConfig, executor: Executor, planned: bool = False) -> Cluster:
@@ -173,6 +177,7 @@ def read_snapshot(store: Store, executor: Executor, config: ServiceConfig,
     power: dict[str, dict[tuple[str, int], float]] = {}
     startups: dict[str, dict[tuple[str, int], float]] = {}
     spread: dict[str, float] = {}
+    speed_error: dict[str, float] = {}
     known = {n.name for n in cluster.nodes}
     with store.session() as s:  # read, then let go of, before building the views
         jobs = queue_rows.active_jobs(s)
@@ -198,6 +203,8 @@ def read_snapshot(store: Store, executor: Executor, config: ServiceConfig,
         if config.forecast_spread is not None:
             spread[job.id] = (config.forecast_spread if job.speed_spread is None
                               else job.speed_spread)
+        if (error := standard_error(job.speed_spread, job.speed_pairs)) is not None:
+            speed_error[job.id] = error
         key = profile_key(job)
         if key not in table:
             table[key] = job_configs(config, job)
@@ -232,7 +239,7 @@ def read_snapshot(store: Store, executor: Executor, config: ServiceConfig,
     snapshot = Snapshot(now, cluster, Profiles(table, power=power, startup=startups,
                                                gangs=gangs, spread_slowdown=slowdowns),
                         tuple(views), first_start_overhead=True)
-    return SnapshotRead(snapshot, running, owners, drained, drained_out, spread)
+    return SnapshotRead(snapshot, running, owners, drained, drained_out, spread, speed_error)
 
 
 def _drained_offer_held_gpus(cluster: Cluster, views: list[JobView],

@@ -16,7 +16,8 @@ from .core import in_batches
 SNAPSHOT_COLUMNS = (JobRow.id, JobRow.submitted_at, JobRow.due_date, JobRow.weight, JobRow.epochs,
                     JobRow.epochs_done, JobRow.profile_name, JobRow.inline_profile,
                     JobRow.speed_factor, JobRow.preemptible, JobRow.start_asap,
-                    JobRow.first_started_at, JobRow.startup_s, JobRow.speed_spread)
+                    JobRow.first_started_at, JobRow.startup_s, JobRow.speed_spread,
+                    JobRow.speed_pairs)
 
 
 def active_jobs(s: Session) -> Sequence[Any]:

@@ -124,31 +124,46 @@ def test_a_learned_speed_replans_only_past_its_reports_noise():
     assert not worth([1.05] * 8)  # a steady 5 % is under replan_deviation (10 %)
 
 
-def test_a_profile_30_percent_off_replans_at_its_third_pair_of_reports(tmp_path):
-    """The service keeps the profile until three pairs of reports back a learned speed; then
-    the whole move (1.0 to 1.3) is judged at once and replans. Taking the first pair's factor
-    would have spent the move on noise: no later report would move it past 10 %."""
+def _reports(tmp_path, ratios, epochs=3.0):
+    """A fresh scheduler whose one job "j" (`epochs` epochs) runs on n1 and reports 0 epochs
+    done at 5 s, then one more epoch after each of `ratios` x its profiled seconds per epoch.
+    Returns the config, the scheduler (the caller shuts it down), whether each report
+    replanned, the job's learned factor after each, and its report pairs at the end."""
     from andreas.service.db import JobRow, RunRow
 
     config = read_service_config(write_service_files(tmp_path))
     scheduler = scheduler_with_queued_jobs(config, ["j"])
     try:
-        store = scheduler.store
-        with store.session() as s:
+        with scheduler.store.session() as s:
             s.add(RunRow(id=1, job_id="j", node="n1", gpu_type="fast", gpu_indices=[0],
-                         state="running", token_hash="x", started_at=0.0, epochs_at_start=0.0))
+                         state="running", token_hash="x", started_at=0.0,
+                         epochs_at_start=0.0))
         moved, factors = [], []
-        with store.session() as s:
+        with scheduler.store.session() as s:
             job, run = s.get(JobRow, "j"), s.get(RunRow, 1)
+            job.epochs = epochs
             spe = scheduler.runs._profiled_seconds(job, run)
-            for epoch in range(5):  # a report at each epoch, 30 % slower than profiled
-                moved.append(scheduler.runs.record_progress(
-                    s, job, run, float(epoch), at=5.0 + 1.3 * spe * epoch))
+            t = 5.0
+            for epoch, ratio in enumerate([0.0, *ratios]):
+                t += ratio * spe
+                moved.append(scheduler.runs.record_progress(s, job, run, float(epoch), at=t))
                 factors.append(job.speed_factor)
-        assert moved == [False, False, False, True, False]
-        assert factors[:3] == [1.0, 1.0, 1.0] and factors[3:] == [pytest.approx(1.3)] * 2
-    finally:
+            pairs = job.speed_pairs
+    except BaseException:
         scheduler.shutdown(stop_jobs=True)
+        raise
+    return config, scheduler, moved, factors, pairs
+
+
+def test_a_profile_30_percent_off_replans_at_its_third_pair_of_reports(tmp_path):
+    """The service keeps the profile until three pairs of reports back a learned speed; then
+    the whole move (1.0 to 1.3) is judged at once and replans. Taking the first pair's factor
+    would have spent the move on noise: no later report would move it past 10 %."""
+    # a report at each epoch, 30 % slower than profiled (the fifth: no epoch left to count)
+    _, scheduler, moved, factors, _ = _reports(tmp_path, [1.3] * 4)
+    scheduler.shutdown(stop_jobs=True)
+    assert moved == [False, False, False, True, False]
+    assert factors[:3] == [1.0, 1.0, 1.0] and factors[3:] == [pytest.approx(1.3)] * 2
 
 
 def test_a_learned_speeds_standard_error_is_stored_and_read_with_the_snapshot(tmp_path):
@@ -156,28 +171,15 @@ def test_a_learned_speeds_standard_error_is_stored_and_read_with_the_snapshot(tm
     1.133, spread (sample standard deviation sqrt(0.1067 / 2) = 0.2309, over the factor)
     0.2038 from 3 pairs, so a standard error of 0.2038 / sqrt(3) = 0.1177 of the factor,
     which the snapshot read hands the planner."""
-    from andreas.service.db import JobRow, RunRow
     from andreas.service.learning import standard_error
 
     assert standard_error(0.3, 2) is None and standard_error(None, 9) is None
     assert standard_error(0.3, 9) == pytest.approx(0.1)
-    config = read_service_config(write_service_files(tmp_path))
-    scheduler = scheduler_with_queued_jobs(config, ["j"])
+    # (with all its epochs done the job would be finishing: out of the plan)
+    config, scheduler, _, factors, pairs = _reports(tmp_path, [1.0, 1.4, 1.0], epochs=10.0)
     try:
-        store = scheduler.store
-        with store.session() as s:
-            s.add(RunRow(id=1, job_id="j", node="n1", gpu_type="fast", gpu_indices=[0],
-                         state="running", token_hash="x", started_at=0.0, epochs_at_start=0.0))
-        with store.session() as s:
-            job, run = s.get(JobRow, "j"), s.get(RunRow, 1)
-            job.epochs = 10.0  # (all done, it would be finishing: out of the plan)
-            spe = scheduler.runs._profiled_seconds(job, run)
-            t = 5.0
-            for epoch, ratio in enumerate((None, 1.0, 1.4, 1.0)):
-                t += 0.0 if ratio is None else ratio * spe
-                scheduler.runs.record_progress(s, job, run, float(epoch), at=t)
-            assert (job.speed_pairs, job.speed_factor) == (3, pytest.approx(3.4 / 3))
-        read = read_snapshot(store, scheduler.executor, config)
+        assert (pairs, factors[-1]) == (3, pytest.approx(3.4 / 3))
+        read = read_snapshot(scheduler.store, scheduler.executor, config)
         assert read.speed_error == {"j": pytest.approx(0.2309401 / (3.4 / 3) / 3 ** 0.5)}
     finally:
         scheduler.shutdown(stop_jobs=True)

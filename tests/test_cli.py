@@ -227,3 +227,26 @@ def test_custom_policy_example_runs():
     lines = run.stdout.splitlines()
     assert lines[0].startswith("srpt-fastest alone:")
     assert [line.split()[0] for line in lines[1:]] == ["fifo", "srpt-fastest", "andreas"]
+
+
+def test_every_commands_help_shows_its_text_as_written():
+    """Help strings are not %-formatted: a '%%' written to escape one shows as '%%'."""
+    import click
+    import typer
+    from typer.testing import CliRunner
+
+    from andreas.cli import app
+
+    def commands(group, path=()):
+        for name, command in group.commands.items():
+            yield (*path, name)
+            if isinstance(command, click.Group):
+                yield from commands(command, (*path, name))
+
+    root = typer.main.get_command(app)
+    seen = list(commands(root))
+    assert ("validate",) in seen and ("generate",) in seen
+    for path in seen:
+        result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "300"})
+        assert result.exit_code == 0, (path, result.output)
+        assert "%%" not in result.output, path

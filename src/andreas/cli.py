@@ -282,7 +282,7 @@ def generate_cmd(
         "per second late, as 'LO,HI' (default: the paper's range)."),
     arrivals: str = typer.Option(
         "poisson", help=f"Arrival pattern: {', '.join(ARRIVAL_PATTERNS)} (groups of "
-        "--burst-size jobs within a minute; a rate that swings +-80 %% over a day)."),
+        "--burst-size jobs within a minute; a rate that swings +-80 % over a day)."),
     burst_size: int = typer.Option(10, min=1, help="Jobs per burst (--arrivals bursts)."),
     node_types: Optional[str] = typer.Option(
         None, help="GPU types of nodes 1, 2, ... cycled, e.g. 'V100,V100,K80' (default: the "
@@ -712,7 +712,7 @@ def validate_cmd(
     seed: int = typer.Option(1, help="Seed of the workload and of the policy."),
     profile_error: float = typer.Option(0.0, "--profile-error", min=-0.9, max=0.9,
                                         help="Give the scheduler profiles this far off "
-                                        "(0.3 = 30 %% too fast) to test online learning."),
+                                        "(0.3 = 30 % too fast) to test online learning."),
     learn: bool = typer.Option(True, "--learn/--no-learn", help="Online learning of speeds."),
     quick: bool = typer.Option(False, "--quick", help="Tiny jobs (a smoke test, not a "
                                "measurement)."),

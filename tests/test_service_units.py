@@ -124,7 +124,7 @@ def test_a_learned_speed_replans_only_past_its_reports_noise():
     assert not worth([1.05] * 8)  # a steady 5 % is under replan_deviation (10 %)
 
 
-def _reports(tmp_path, ratios, epochs=3.0):
+def _running_job_reports(tmp_path, ratios, epochs=3.0):
     """A fresh scheduler whose one job "j" (`epochs` epochs) runs on n1 and reports 0 epochs
     done at 5 s, then one more epoch after each of `ratios` x its profiled seconds per epoch.
     Returns the config, the scheduler (the caller shuts it down), whether each report
@@ -160,7 +160,7 @@ def test_a_profile_30_percent_off_replans_at_its_third_pair_of_reports(tmp_path)
     the whole move (1.0 to 1.3) is judged at once and replans. Taking the first pair's factor
     would have spent the move on noise: no later report would move it past 10 %."""
     # a report at each epoch, 30 % slower than profiled (the fifth: no epoch left to count)
-    _, scheduler, moved, factors, _ = _reports(tmp_path, [1.3] * 4)
+    _, scheduler, moved, factors, _ = _running_job_reports(tmp_path, [1.3] * 4)
     scheduler.shutdown(stop_jobs=True)
     assert moved == [False, False, False, True, False]
     assert factors[:3] == [1.0, 1.0, 1.0] and factors[3:] == [pytest.approx(1.3)] * 2
@@ -176,7 +176,8 @@ def test_a_learned_speeds_standard_error_is_stored_and_read_with_the_snapshot(tm
     assert standard_error(0.3, 2) is None and standard_error(None, 9) is None
     assert standard_error(0.3, 9) == pytest.approx(0.1)
     # (with all its epochs done the job would be finishing: out of the plan)
-    config, scheduler, _, factors, pairs = _reports(tmp_path, [1.0, 1.4, 1.0], epochs=10.0)
+    config, scheduler, _, factors, pairs = _running_job_reports(tmp_path, [1.0, 1.4, 1.0],
+                                                                epochs=10.0)
     try:
         assert (pairs, factors[-1]) == (3, pytest.approx(3.4 / 3))
         read = read_snapshot(scheduler.store, scheduler.executor, config)

@@ -334,23 +334,21 @@ class Planner:
 
     def _worth_switching(self, snapshot: Snapshot, keep: dict, fresh: dict,
                          wake: float | None, limits: ServiceLimits | None,
-                         incumbent: str = "kept", gain: float | None = None
+                         incumbent: str, gain: float
                          ) -> tuple[dict, str, dict[str, JobForecast] | None,
                                     dict[str, float] | None]:
-        """Switch from `keep` (the incumbent: `Planner.incumbent`) to the fresh decision only if
-        the forecast says it pays, by more than the `gain` share (default `switch_gain`;
-        `gain_needed`). Pausing and moving
-        jobs on every change of estimate would cost more in restarts than better estimates
-        save; a job started elsewhere than forecast costs what its user was not told. Returns the
-        plan, where it came from, its forecast (None: not computed yet) and the forecast
-        totals weighed."""
+        """Switch from `keep` (the incumbent `incumbent`: `Planner.incumbent`) to the fresh
+        decision only if the forecast says it pays, by more than the `gain` share
+        (`gain_needed`). Pausing and moving jobs on every change of estimate would cost more in
+        restarts than better estimates save; a job started elsewhere than forecast costs what
+        its user was not told. Returns the plan, where it came from, its forecast (None: not
+        computed yet) and the forecast totals weighed (None: the incumbent no longer fits)."""
         if not still_fits(snapshot, keep, self.policy_name):
             return fresh, "policy", None, None
         options = {name: self._forecast(snapshot, plan, w, limits, None, previous)
                    for name, plan, w, previous in (("policy", fresh, wake, ()),
                                                    (incumbent, keep, None, self.foreseen))}
         total = {name: sum(f.total_cost for f in o[0].values()) for name, o in options.items()}
-        gain = self.switch_gain if gain is None else gain
         chosen = "policy" if total["policy"] < (1.0 - gain) * total[incumbent] else incumbent
         predicted, self.foreseen = options[chosen]
         return (fresh if chosen == "policy" else keep), chosen, predicted, total

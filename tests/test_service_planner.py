@@ -129,6 +129,11 @@ def test_a_switch_must_save_more_than_twice_the_learned_speeds_standard_error():
     # nothing weighed after an unforeseen event: the fresh decision stands, whatever the error
     proposal = wider.decide(snap, running, ["submit"], {}, set(), {"r": 0.9})
     assert proposal.source == "policy" and proposal.gain_needed is None
+    # nor when the running plan no longer fits (its node is gone): no bar to report
+    gone = {"r": Assignment("gone", 1)}
+    proposal = wider.decide(snap, gone, ["prediction-moved"], {}, set(), {"r": 0.4})
+    assert proposal.source == "policy" and proposal.weighed is None
+    assert proposal.gain_needed is None
 
 # two one-GPU nodes of one speed, the big one drawing 3x the small one's power
 TWO_DRAWS = cluster([("big", "B", 1), ("small", "S", 1)], {"B": [300], "S": [100]})

@@ -181,6 +181,8 @@ class Planner:
             needed = self.gain_needed(snapshot, speed_error or {})
             chosen, source, predicted, weighed = self._worth_switching(
                 snapshot, incumbent.plan, chosen, wake, bound, incumbent.name, needed)
+            if weighed is None:  # the incumbent no longer fits: no switch was weighed
+                needed = None
             if source == incumbent.name:
                 wake = incumbent.revisit_at
                 why = incumbent.why if incumbent.why is not None else why

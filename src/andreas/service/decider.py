@@ -34,9 +34,11 @@ from ..policies import Policy, make_policy, pinning
 from ..policies.arrivals import ArrivalLog
 from ..policies.base import JobView, Snapshot
 from ..policies.decision import Decision
+from ..policies.greedy import follower
 from ..policies.registry import options_for
 from ..policies.steps.forward_check import sample_arrivals, with_profiles_of
 from ..policies.steps.pipeline import holds_off
+from ..sim.compiled_forecast import compiled_cost
 from ..sim.forecast import (
     ForeseenDecision,
     JobForecast,
@@ -232,9 +234,11 @@ class Worker:
 
     def warm_up(self, snapshot: Snapshot) -> None:
         """Decide and forecast once on a made-up job, so that loading the policy's compiled
-        kernels (about a second) does not delay the first real job."""
+        kernels (about a second), the forward checks' compiled forecast among them, does not
+        delay the first real job."""
         plan = make_policy(self.name, **self.options).decide(snapshot)
         self.forecast(snapshot, plan, None)
+        compiled_cost(snapshot, plan, follower())
 
 
 class InlineDecider(Worker):

@@ -7,24 +7,30 @@ the Python simulator (`forecast.forecast`). The same cost to 1e-9
 It covers what the zoo's checks mostly play: a flat energy price and no carbon series, jobs
 that may be paused, on one node each, at the GPUs' default power limit, with the power
 table's draws and the cluster's one restart overhead (no profile's own draw, start-up, power
-limits or gangs, no GPU type's restart draw), and the plain follower. Anything else is
-`None` here and plays in Python, so a check's answer never depends on which path played it.
+limits or gangs, no GPU type's restart draw), and the plain follower or its non-preemptive
+twin (`greedy.steady_follower`, the restart rollouts'). Anything else is `None` here and
+plays in Python, so a check's answer never depends on which path played it.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
 from ..model import Job
-from ..policies.base import Plan, Policy, Snapshot, revisit_at
-from ..policies.greedy import FOLLOWER, RandomizedGreedy
+from ..policies.base import Plan, Policy, Snapshot, preempts, revisit_at
+from ..policies.greedy import FOLLOWER, RandomizedGreedy, SteadyGreedy
 from ..policies.search import orderings, rollout_kernel
 from ..policies.search.cluster_tables import tables_for
 from ..policies.search.planning import WAITING_PENALTY, restart_overheads
 from .events import EPS
 
+LIST_SORT = sys.version_info[:2] in ((3, 10), (3, 11))
+"""Whether this Python's list.sort is the one rollout_kernel._list_sort reproduces (for the
+orders of queues where some job has no configuration; tests/test_compiled_forecast.py checks
+it on 3.11): other versions play such futures in Python."""
 RULES = {"adaptive": rollout_kernel.ORDER_ADAPTIVE, "pressure": rollout_kernel.ORDER_PRESSURE,
          "atc": rollout_kernel.ORDER_ATC}
 
@@ -73,21 +79,21 @@ def compiled_cost(snapshot: Snapshot, plan: Plan, policy: Policy,
         np.array([v.started for v in snapshot.jobs] + [False] * (len(jobs) - known), np.bool_),
         home, home_g, restart, known, p_type, p_gpus, p_spe, p_watts, p_n,
         restart_overheads(p_restart, cluster.restart_overhead_s, params.choice.plan_restart_s),
-        tables.k_node_type, tables.k_node_cap, tables.k_power, tables.k_type_capacity,
-        tables.k_type_nodes, tables.k_type_start, draws, float(cluster.eur_per_joule()),
-        float(cluster.restart_overhead_s),
+        tables.k_node_type, tables.k_node_cap, tables.k_power, draws,
+        float(cluster.eur_per_joule()), float(cluster.restart_overhead_s),
         float(max(cluster.restart_overhead_s, params.choice.plan_restart_s)),
-        bool(snapshot.first_start_overhead),
-        math.inf if wake is None else max(0.0, wake - now), RULES[s.order],
-        s.score == "lookahead", s.config_energy != "alone", s.config_energy == "filled",
-        WAITING_PENALTY, orderings.ATC_K, orderings.OVERLOAD_SHARE, EPS)
+        bool(snapshot.first_start_overhead), math.inf if wake is None else max(0.0, wake - now),
+        not preempts(policy), RULES[s.order], s.score == "lookahead",
+        s.config_energy != "alone", s.config_energy == "filled", WAITING_PENALTY,
+        orderings.ATC_K, orderings.OVERLOAD_SHARE, LIST_SORT, EPS)
     return None if status != rollout_kernel.OK else float(total)
 
 
 def covered(snapshot: Snapshot, plan: Plan, policy: Policy, arrivals: tuple[Job, ...]) -> bool:
     """Whether `compiled_cost` plays this forecast (the module's docstring says what)."""
     cluster, profiles = snapshot.cluster, snapshot.profiles
-    if type(policy) is not RandomizedGreedy or policy.params != FOLLOWER:
+    if type(policy) not in (RandomizedGreedy, SteadyGreedy) or \
+            getattr(policy, "params", None) != FOLLOWER:
         return False
     if FOLLOWER.search.order not in RULES:
         return False

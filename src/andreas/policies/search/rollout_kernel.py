@@ -26,7 +26,9 @@ from .kernel import run_iterations
 from .table_kernel import candidate_times, flat_energy, ordered_rows
 
 ORDER_ADAPTIVE, ORDER_PRESSURE, ORDER_ATC = 0, 1, 2
-OK, IDLE = 0, 1  # play's status: played to the end; jobs left waiting with nothing to come
+OK, IDLE, UNSUPPORTED = 0, 1, 2  # play's status: played to the end; jobs left waiting with
+# nothing to come; an order the compiled loop cannot reproduce (see `ordered`)
+SHORT_LIST = 64  # CPython sorts shorter lists by one run and a binary insertion sort
 
 
 @njit(cache=True)
@@ -38,21 +40,83 @@ def _sorted_by(primary, secondary):
 
 
 @njit(cache=True)
-def pressure_order(now, tmin, due, weight, submit):
+def _tuple_lt(a, b, key, submit):
+    """Python's (key[a], submit[a]) < (key[b], submit[b]): a NaN key is never equal to
+    another, and never less."""
+    if key[a] == key[b]:
+        return submit[a] < submit[b]
+    return key[a] < key[b]
+
+
+@njit(cache=True)
+def _list_sort(key, submit):
+    """The order CPython's list.sort (3.10-3.12) gives n < SHORT_LIST items keyed (key,
+    submit): one run (count_run: ascending, or strictly descending and reversed), then a
+    binary insertion sort of the rest (binarysort). Where keys are NaN no order is total, and
+    the result is the algorithm's own: this reproduces it step by step."""
+    n = key.shape[0]
+    idx = np.arange(n)
+    if n < 2:
+        return idx
+    run = 2
+    if _tuple_lt(idx[1], idx[0], key, submit):
+        while run < n and _tuple_lt(idx[run], idx[run - 1], key, submit):
+            run += 1
+        idx[:run] = idx[:run][::-1].copy()
+    else:
+        while run < n and not _tuple_lt(idx[run], idx[run - 1], key, submit):
+            run += 1
+    for start in range(run, n):
+        pivot = idx[start]
+        lo, hi = 0, start
+        while lo < hi:
+            mid = lo + ((hi - lo) >> 1)
+            if _tuple_lt(pivot, idx[mid], key, submit):
+                hi = mid
+            else:
+                lo = mid + 1
+        for k in range(start, lo, -1):
+            idx[k] = idx[k - 1]
+        idx[lo] = pivot
+    return idx
+
+
+@njit(cache=True)
+def ordered(key, submit, list_sort):
+    """Indices by (key, submit), as orderings.py sorts them, and whether that order could be
+    reproduced. Without NaN keys the order is total (any stable sort gives it); with every
+    key NaN Python's sort leaves the list as it is; with some NaN, the list sort's own order
+    (`_list_sort`), where `list_sort` says this Python sorts so, for short lists only."""
+    m = key.shape[0]
+    nan = 0
+    for i in range(m):
+        if np.isnan(key[i]):
+            nan += 1
+    if nan == 0:
+        return _sorted_by(key, submit), True
+    if nan == m:
+        return np.arange(m), True
+    if m < SHORT_LIST and list_sort:
+        return _list_sort(key, submit), True
+    return np.arange(m), False
+
+
+@njit(cache=True)
+def pressure_order(now, tmin, due, weight, submit, list_sort):
     """orderings.pressure: decreasing now + t_min - due, times the weight when positive; ties
-    by submission, then position."""
+    by submission, then position (`ordered`)."""
     m = tmin.shape[0]
     key = np.empty(m)
     for i in range(m):
         x = (now + tmin[i]) - due[i]
         key[i] = -(x * weight[i] if x > 0 else x)
-    return _sorted_by(key, submit)
+    return ordered(key, submit, list_sort)
 
 
 @njit(cache=True)
-def atc_order(now, tmin, due, weight, submit, atc_k):
+def atc_order(now, tmin, due, weight, submit, atc_k, list_sort):
     """orderings.atc: apparent tardiness cost (w/p) exp(-max(0, d - p - now) / (K p_bar)),
-    highest first; ties by submission, then position."""
+    highest first; ties by submission, then position (`ordered`)."""
     m = tmin.shape[0]
     p_bar = 0.0
     for i in range(m):
@@ -62,11 +126,11 @@ def atc_order(now, tmin, due, weight, submit, atc_k):
     for i in range(m):
         slack = max(0.0, due[i] - tmin[i] - now)
         key[i] = -(weight[i] / tmin[i] * np.exp(-slack / (atc_k * p_bar)))
-    return _sorted_by(key, submit)
+    return ordered(key, submit, list_sort)
 
 
 @njit(cache=True)
-def start_order(rule, now, tmin, due, weight, submit, atc_k, overload_share):
+def start_order(rule, now, tmin, due, weight, submit, atc_k, overload_share, list_sort):
     """The deterministic pass's order (orderings.ordered): pressure, ATC, or adaptive (ATC
     once `overload_share` of the jobs cannot meet their due date on their fastest run)."""
     if rule == ORDER_ADAPTIVE:
@@ -77,8 +141,8 @@ def start_order(rule, now, tmin, due, weight, submit, atc_k, overload_share):
                 hopeless += 1
         rule = ORDER_ATC if m > 0 and hopeless >= overload_share * m else ORDER_PRESSURE
     if rule == ORDER_ATC:
-        return atc_order(now, tmin, due, weight, submit, atc_k)
-    return pressure_order(now, tmin, due, weight, submit)
+        return atc_order(now, tmin, due, weight, submit, atc_k, list_sort)
+    return pressure_order(now, tmin, due, weight, submit, list_sort)
 
 
 @njit(cache=True)
@@ -93,21 +157,24 @@ def _spe(p, t, g, p_type, p_gpus, p_spe, p_n):
 @njit(cache=True)
 def play(pidx, submit, due, weight, epochs, started0, home0, home_g0, restart0, n_known,
          p_type, p_gpus, p_spe, p_watts, p_n, p_over, node_type, node_cap, power,
-         type_capacity, type_nodes, type_start, node_draw, eur, restart_s, plan_overhead,
-         first_start_overhead, first_revisit, rule, use_lookahead, marginal, filled,
-         wait_factor, atc_k, overload_share, eps):
+         node_draw, eur, restart_s, plan_overhead, first_start_overhead, first_revisit,
+         steady, rule, use_lookahead, marginal, filled, wait_factor, atc_k, overload_share,
+         list_sort, eps):
     """Every job's cost from now (time 0) on: energy (its share of its node's draw, at `eur`
-    per joule) plus tardiness, summed in job order, and the status (OK, or IDLE: jobs left
-    waiting with nothing to wait for, as the simulator raises).
+    per joule) plus tardiness, summed in job order, and the status (OK; IDLE: jobs left
+    waiting with nothing to wait for, where the simulator raises; UNSUPPORTED: a decision
+    whose order this loop cannot reproduce, `ordered`).
 
     Jobs are rows, in the simulator's activation order: the first `n_known` are known now
     (`epochs` left, started or not, on `home0` with `home_g0` GPUs, -1: waiting, still to pay
     `restart0` s of restart), the rest arrive at `submit` (ascending). `p_*`: the profiles'
-    rows (cluster_tables.ProfileRows), `p_over` their restart overheads as planned;
-    `node_draw[t, b]`: a node of type t's draw with b busy GPUs. A (re)start pays
-    `restart_s` (a first start too with `first_start_overhead`); the decisions plan with
-    `plan_overhead`. `first_revisit`: when the plan in place asked to be revisited (inf:
-    never)."""
+    rows on the whole cluster (cluster_tables.ProfileRows), `p_over` their restart overheads
+    as planned; `power[t, b - 1]`: a node of type t's draw above idle with b busy GPUs, and
+    `node_draw[t, b]` its whole draw. A (re)start pays `restart_s` (a first start too with
+    `first_start_overhead`); the decisions plan with `plan_overhead`. `first_revisit`: when
+    the plan in place asked to be revisited (inf: never). `steady`: the follower never stops
+    a running job, and plans the waiting ones on the GPUs left free (`greedy.SteadyGreedy`,
+    the simulator's `_decide_waiting`)."""
     J = pidx.shape[0]
     N = node_type.shape[0]
     node = np.full(J, -1, np.int64)
@@ -131,14 +198,15 @@ def play(pidx, submit, due, weight, epochs, started0, home0, home_g0, restart0, 
                   p_spe, p_n, node, gpus, spe, restart_end, todo, remaining, busy)
     revisit = first_revisit
     now = 0.0
+    status = OK
     if n_active > 0 and _running(node) == 0 and revisit == np.inf:
-        _decide(now, active, pidx, submit, due, weight, started, node, gpus, spe,
-                restart_end, todo, remaining, busy, p_type, p_gpus, p_spe, p_watts, p_n,
-                p_over, node_type, node_cap, power, type_capacity, type_nodes, type_start,
-                eur, restart_s, plan_overhead, first_start_overhead, rule, use_lookahead,
-                marginal, filled, wait_factor, atc_k, overload_share)
+        status = _decide(now, active, pidx, submit, due, weight, started, node, gpus, spe,
+                         restart_end, todo, remaining, busy, p_type, p_gpus, p_spe, p_watts,
+                         p_n, p_over, node_type, node_cap, power, eur, restart_s,
+                         plan_overhead, first_start_overhead, steady, rule, use_lookahead,
+                         marginal, filled, wait_factor, atc_k, overload_share, list_sort)
     arrived = n_known
-    while arrived < J or n_active > 0:
+    while status == OK and (arrived < J or n_active > 0):
         armed = n_active > 0 and revisit < np.inf  # the revisit timer waits for active jobs
         t = submit[arrived] if arrived < J else np.inf
         for j in range(J):
@@ -169,11 +237,14 @@ def play(pidx, submit, due, weight, epochs, started0, home0, home_g0, restart0, 
         if n_active > 0 or (armed and revisit <= now):
             revisit = np.inf  # fired, or asked now: the follower's plans ask for no revisit
         if n_active > 0:
-            _decide(now, active, pidx, submit, due, weight, started, node, gpus, spe,
-                    restart_end, todo, remaining, busy, p_type, p_gpus, p_spe, p_watts, p_n,
-                    p_over, node_type, node_cap, power, type_capacity, type_nodes, type_start,
-                    eur, restart_s, plan_overhead, first_start_overhead, rule, use_lookahead,
-                    marginal, filled, wait_factor, atc_k, overload_share)
+            status = _decide(now, active, pidx, submit, due, weight, started, node, gpus, spe,
+                             restart_end, todo, remaining, busy, p_type, p_gpus, p_spe,
+                             p_watts, p_n, p_over, node_type, node_cap, power, eur,
+                             restart_s, plan_overhead, first_start_overhead, steady, rule,
+                             use_lookahead, marginal, filled, wait_factor, atc_k,
+                             overload_share, list_sort)
+    if status != OK:
+        return np.nan, status
     total = 0.0
     for j in range(J):
         total += energy[j] * eur + weight[j] * max(0.0, completion[j] - due[j])
@@ -192,8 +263,7 @@ def _running(node):
 @njit(cache=True)
 def _hold(j, n, g, restart, pidx, node_type, p_type, p_gpus, p_spe, p_n, node, gpus, spe,
           restart_end, todo, remaining, busy):
-    """Job j takes g GPUs of node n now (time 0 of its stretch: the caller passes absolute
-    `restart`, when its progress starts)."""
+    """Job j takes g GPUs of node n, its progress starting at `restart`."""
     node[j] = n
     gpus[j] = g
     spe[j] = _spe(pidx[j], node_type[n], g, p_type, p_gpus, p_spe, p_n)
@@ -208,24 +278,77 @@ def _epochs_at(j, t, restart_end, todo, spe):
 
 
 @njit(cache=True)
+def _nodes_of(node_type, node_cap, T):
+    """The kernel's arrays of a cluster of these nodes (cluster_tables.ClusterTables): GPUs
+    per type, the nodes grouped by type (stable) and where each type's group starts."""
+    type_capacity = np.zeros(T, np.int64)
+    for n in range(node_type.shape[0]):
+        type_capacity[node_type[n]] += node_cap[n]
+    type_nodes = np.argsort(node_type, kind="mergesort")
+    type_start = np.searchsorted(node_type[type_nodes], np.arange(T + 1)).astype(np.int64)
+    return type_capacity, type_nodes, type_start
+
+
+@njit(cache=True)
+def _hostable_rows(p_type, p_gpus, p_spe, p_watts, p_n, p_over, largest):
+    """The profile rows a cluster whose largest node of type t has `largest[t]` GPUs can
+    host: each row's configurations that fit, in the row's order (ProfileRows)."""
+    P, C = p_type.shape
+    f_type = np.zeros((P, C), np.int64)
+    f_gpus = np.zeros((P, C), np.int64)
+    f_spe = np.zeros((P, C))
+    f_watts = np.zeros((P, C))
+    f_over = np.zeros((P, C))
+    f_n = np.zeros(P, np.int64)
+    for p in range(P):
+        k = 0
+        for c in range(p_n[p]):
+            if p_gpus[p, c] <= largest[p_type[p, c]]:
+                f_type[p, k], f_gpus[p, k], f_spe[p, k] = p_type[p, c], p_gpus[p, c], p_spe[p, c]
+                f_watts[p, k], f_over[p, k] = p_watts[p, c], p_over[p, c]
+                k += 1
+        f_n[p] = k
+    return f_type, f_gpus, f_spe, f_watts, f_n, f_over
+
+
+@njit(cache=True)
 def _decide(now, active, pidx, submit, due, weight, started, node, gpus, spe, restart_end,
             todo, remaining, busy, p_type, p_gpus, p_spe, p_watts, p_n, p_over, node_type,
-            node_cap, power, type_capacity, type_nodes, type_start, eur, restart_s,
-            plan_overhead, first_start_overhead, rule, use_lookahead, marginal, filled,
-            wait_factor, atc_k, overload_share):
-    """One decision of the plain greedy pass on the active jobs (planning.PlanningContext,
-    one deterministic pass and its post-processing), applied as the simulator applies a
-    plan: a job kept where it runs goes on, a stopped one is closed, then the starts."""
+            node_cap, power, eur, restart_s, plan_overhead, first_start_overhead, steady, rule,
+            use_lookahead, marginal, filled, wait_factor, atc_k, overload_share, list_sort):
+    """One decision of the plain greedy pass (planning.PlanningContext, one deterministic
+    pass and its post-processing), applied as the simulator applies a plan: a job kept where
+    it runs goes on, a stopped one is closed, then the starts. `steady`: the waiting jobs
+    alone, on the nodes with free GPUs, as many as are free. Returns the status."""
     m = 0
     for j in range(active.shape[0]):
-        if active[j]:
+        if active[j] and not (steady and node[j] >= 0):
             m += 1
+    if m == 0:
+        return OK
     rows = np.empty(m, np.int64)
     i = 0
     for j in range(active.shape[0]):
-        if active[j]:
+        if active[j] and not (steady and node[j] >= 0):
             rows[i] = j
             i += 1
+    T = power.shape[0]
+    if steady:  # the cluster of the free GPUs (the simulator's _free_cluster)
+        nodes = np.flatnonzero(node_cap - busy > 0)
+        if nodes.shape[0] == 0:
+            return OK
+        c_type = node_type[nodes]
+        c_cap = node_cap[nodes] - busy[nodes]
+        largest = np.zeros(T, np.int64)
+        for n in range(nodes.shape[0]):
+            largest[c_type[n]] = max(largest[c_type[n]], c_cap[n])
+        r_type, r_gpus, r_spe, r_watts, r_n, r_over = _hostable_rows(
+            p_type, p_gpus, p_spe, p_watts, p_n, p_over, largest)
+    else:
+        nodes = np.arange(node_type.shape[0])
+        c_type, c_cap = node_type, node_cap
+        r_type, r_gpus, r_spe, r_watts, r_n, r_over = p_type, p_gpus, p_spe, p_watts, p_n, p_over
+    type_capacity, type_nodes, type_start = _nodes_of(c_type, c_cap, T)
     a_pidx = pidx[rows]
     a_due = due[rows]
     a_weight = weight[rows]
@@ -233,13 +356,13 @@ def _decide(now, active, pidx, submit, due, weight, started, node, gpus, spe, re
     rem = np.empty(m)
     a_started = np.empty(m, np.bool_)
     left = np.zeros(m)
-    home = np.full(m, -1, np.int64)
+    home = np.full(m, -1, np.int64)  # on the decision's cluster (all nodes unless steady)
     home_g = np.zeros(m, np.int64)
     home_type = np.full(m, -1, np.int64)
     for i in range(m):
         j = rows[i]
         a_started[i] = started[j]
-        if node[j] >= 0:
+        if node[j] >= 0:  # (never in steady decisions)
             rem[i] = remaining[j] - _epochs_at(j, now, restart_end, todo, spe)
             a_started[i] = True
             x = restart_end[j] - now
@@ -249,9 +372,9 @@ def _decide(now, active, pidx, submit, due, weight, started, node, gpus, spe, re
             home_type[i] = node_type[node[j]]
         else:
             rem[i] = remaining[j]
-    ct, cg, times, nc = candidate_times(a_pidx, p_type, p_gpus, p_spe, p_n, rem, a_started,
-                                        left, home_type, home_g, p_over)
-    energy = flat_energy(a_pidx, p_watts, times, now, eur)
+    ct, cg, times, nc = candidate_times(a_pidx, r_type, r_gpus, r_spe, r_n, rem, a_started,
+                                        left, home_type, home_g, r_over)
+    energy = flat_energy(a_pidx, r_watts, times, now, eur)
     o_ct, o_cg, ctime, cen, meets, real, tmin, tmax = ordered_rows(ct, cg, times, energy, nc,
                                                                    a_due, now)
     C = o_ct.shape[1]
@@ -264,39 +387,47 @@ def _decide(now, active, pidx, submit, due, weight, started, node, gpus, spe, re
                     and o_cg[i, c] == home_g[i] and o_ct[i, c] == home_type[i]):
                 cmov[i, c] = True
                 mtime[i, c] = ctime[i, c] - left[i] + plan_overhead
-        wait_penalty[i] = wait_factor * (a_weight[i] * max(0.0, (now + tmax[i]) - a_due[i]))
-    by_pressure = pressure_order(now, tmin, a_due, a_weight, a_submit)
+        x = (now + tmax[i]) - a_due[i]  # np.fmax(0, x): a job with no candidate owes 0
+        wait_penalty[i] = wait_factor * (a_weight[i] * (x if x > 0.0 else 0.0))
+    by_pressure, ok = pressure_order(now, tmin, a_due, a_weight, a_submit, list_sort)
+    first, ok_first = start_order(rule, now, tmin, a_due, a_weight, a_submit, atc_k,
+                                  overload_share, list_sort)
+    if not ok or not ok_first:
+        return UNSUPPORTED
     rank = np.empty(m, np.int64)
     for i in range(m):
         rank[by_pressure[i]] = i
     starts = np.empty((1, m), np.int64)
-    starts[0] = start_order(rule, now, tmin, a_due, a_weight, a_submit, atc_k, overload_share)
+    starts[0] = first
     out = run_iterations(starts, np.empty((0, 3, m)), 0, True, o_ct, o_cg, ctime, cen, cmov,
                          mtime, nc, home, home_g, a_due, a_weight, wait_penalty, rank,
-                         node_type, node_cap, power, type_capacity, now, eur, plan_overhead,
+                         c_type, c_cap, power, type_capacity, now, eur, plan_overhead,
                          0.0, 0.0, 0.0, use_lookahead, meets, marginal, filled, type_nodes,
                          type_start, np.zeros((m, 0)))
     to_node = out[2][0]
     to_cand = out[3][0]
+    target = np.full(m, -1, np.int64)  # on the whole cluster
     target_g = np.zeros(m, np.int64)
     for i in range(m):  # stops first (pauses, moves, resizes), then starts
         j = rows[i]
         if to_node[i] >= 0:
+            target[i] = nodes[to_node[i]]
             target_g[i] = o_cg[i, to_cand[i]]
         if node[j] >= 0:
-            if to_node[i] == node[j] and target_g[i] == gpus[j]:
-                to_node[i] = -2  # kept as it runs
+            if target[i] == node[j] and target_g[i] == gpus[j]:
+                target[i] = -1  # kept as it runs
                 continue
             remaining[j] -= _epochs_at(j, now, restart_end, todo, spe)
             busy[node[j]] -= gpus[j]
             node[j] = -1
     for i in range(m):
         j = rows[i]
-        if to_node[i] < 0:
+        if target[i] < 0:
             continue
         restart = now
         if started[j] or first_start_overhead:
             restart = now + restart_s
         started[j] = True
-        _hold(j, to_node[i], target_g[i], restart, pidx, node_type, p_type, p_gpus, p_spe,
+        _hold(j, target[i], target_g[i], restart, pidx, node_type, p_type, p_gpus, p_spe,
               p_n, node, gpus, spe, restart_end, todo, remaining, busy)
+    return OK

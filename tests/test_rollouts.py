@@ -94,7 +94,8 @@ def test_the_policy_keeps_running_jobs_its_search_would_pause_at_a_loss():
     from andreas.policies.steps.forward_check import sampled_futures, with_profiles_of
 
     snap, sc = _two_nearly_done()
-    plain, rolled = make_policy("andreas"), make_policy("andreas", restart_rollouts=4)
+    plain = make_policy("andreas", restart_rollouts=0)
+    rolled = make_policy("andreas", restart_rollouts=4, rollout_min_late=0.0, rollout_risk=None)
     for policy in (plain, rolled):
         policy.arrivals.observe(snapshot(sc, now=0.0))
     moved = plain.decide(snap)
@@ -127,6 +128,35 @@ def _two_nearly_done():
     return snap, sc
 
 
+@pytest.mark.parametrize("due, overloaded", [(150.0, True), (210.0, False)])
+def test_by_default_andreas_plays_the_rollouts_under_overload_only(due, overloaded):
+    """The case above with one more job, of one epoch, due at `due`. Due at 150 s it is late
+    at 200 s already: 2 of 6 jobs hopeless, past a quarter, and default andreas plays its
+    16 rollouts and keeps j0 and j1 running where the search would pause them (as it does
+    without rollouts). Due at 210 s it can still make it: 1 of 6, no rollouts, the pause."""
+    from dataclasses import replace
+
+    from andreas.policies.greedy import hopeless_share
+
+    snap, sc = _two_nearly_done()
+    more = scenario(sc.cluster, dict(sc.profiles.table),
+                    list(sc.jobs) + [job("x", due=due, weight=0.001, epochs=1.0)])
+    snap = replace(snap, jobs=snap.jobs + tuple(v for v in snapshot(more, now=200.0).jobs
+                                                if v.job_id == "x"))
+    assert hopeless_share(snap) == pytest.approx(2 / 6 if overloaded else 1 / 6)
+    decisions = []
+    for options in ({}, {"restart_rollouts": 0}):
+        policy = make_policy("andreas", **options)
+        policy.arrivals.observe(snapshot(more, now=0.0))
+        decisions.append(policy.decide(snap))
+    default, without = decisions
+    assert "j0" not in without and "j1" not in without  # the search's pause
+    if overloaded:
+        assert default["j0"] == Assignment("s", 1) and default["j1"] == Assignment("f", 1)
+    else:
+        assert "j0" not in default and "j1" not in default
+
+
 def test_hopeless_share_by_hand():
     from andreas.policies.greedy import hopeless_share
 
@@ -148,7 +178,8 @@ def test_the_rollouts_wait_for_the_share_of_hopeless_jobs_they_are_given():
     assert hopeless_share(snap) == pytest.approx(1 / 5)
     decisions = []
     for share in (0.2, 0.25):
-        policy = make_policy("andreas", restart_rollouts=4, rollout_min_late=share)
+        policy = make_policy("andreas", restart_rollouts=4, rollout_min_late=share,
+                             rollout_risk=None)
         policy.arrivals.observe(snapshot(sc, now=0.0))
         decisions.append(policy.decide(snap))
     assert decisions[0]["j0"] == Assignment("s", 1)  # the rollouts kept it
@@ -173,7 +204,7 @@ def test_simulations_with_rollouts_keep_every_invariant(sc, seed, risk, first_st
     over-subscribed, every epoch run, costs recomputed from the segments, the same run twice."""
     def policy():
         return make_policy("andreas", seed=seed, max_iterations=10, restart_rollouts=2,
-                           rollout_risk=risk)
+                           rollout_min_late=0.0, rollout_risk=risk)
 
     result = simulate(sc, policy(), first_start_overhead=first_start_overhead)
     check_invariants(sc, result)

@@ -13,7 +13,8 @@ from .budget import NO_DEADLINE, Deadline
 from .greedy import (
     GreedyParams,
     RandomizedGreedy,
-    greedy_option_specs,
+    andreas_params,
+    andreas_specs,
     more_options,
     spends_needed_slack,
 )
@@ -82,15 +83,15 @@ class ImprovedGreedy:
         return self.greedy.refine(snapshot, ctx, placed, deadline)
 
 
-@register("andreas-ls", randomized=True, options=greedy_option_specs(),
+@register("andreas-ls", randomized=True, options=andreas_specs(),
           more_options=more_options,
           summary="andreas, then local search (swap moves) on its best plans")
 def andreas_ls(**params: Any) -> ImprovedGreedy:
-    return ImprovedGreedy("andreas-ls", GreedyParams.of(**params))
+    return ImprovedGreedy("andreas-ls", andreas_params(**params))
 
 
-@register("andreas-pr", randomized=True, options=greedy_option_specs(),
+@register("andreas-pr", randomized=True, options=andreas_specs(),
           more_options=more_options,
           summary="andreas, then path relinking between its elite plans and local search")
 def andreas_pr(**params: Any) -> ImprovedGreedy:
-    return ImprovedGreedy("andreas-pr", GreedyParams.of(**params), relinking=True)
+    return ImprovedGreedy("andreas-pr", andreas_params(**params), relinking=True)

@@ -10,6 +10,7 @@
 # make zoo-holdout2 - the second hold-out (bench/zoo/holdout2.yaml, written after issue 42's defaults): bench/zoo-holdout2.md
 # make zoo-holdout3 - the third hold-out (bench/zoo/holdout3.yaml, written 2026-12-06 before any run): bench/zoo-holdout3.md
 # make zoo-holdout4 - the fourth hold-out (bench/zoo/holdout4.yaml, written 2026-12-06 after the gate's default froze): bench/zoo-holdout4.md
+# make zoo-holdout5 - the fifth hold-out (bench/zoo/holdout5.yaml, written 2026-12-07 after the restart rollouts' defaults froze): bench/zoo-holdout5.md
 # make zoo-gangs - two families with gangs over several nodes (bench/zoo/gangs.yaml, issue 43): bench/zoo-gangs.md
 # make lint  - ruff on src, tests, bench and examples, mypy on src (make test runs it first)
 # make install-browser - Debian's chromium for the dashboard's browser tests (make test runs it)
@@ -25,6 +26,8 @@
 # make bench-budget - cost against decision budget (andreas); writes bench/budget.md and .png
 # make bench-decisions - andreas decision time p50/p99/max at 100 nodes x 450 jobs and
 #              252 nodes (2,016 GPUs) x 1,000 jobs; writes bench/decisions.md
+# make bench-forecasts - the forward checks' futures played compiled and in the simulator on
+#              eight zoo instances: time and cost both ways; writes bench/forecasts.md
 # make bench-carbon - emissions, cost and tardiness per policy and carbon price on the paper
 #              scenario and real Philly and Alibaba windows under CAISO's and PJM's series, and
 #              the carbon-price sweeps with their Pareto figures, and daily caps (needs
@@ -40,7 +43,7 @@ STAMP  := $(VENV)/.installed
 # make test's pytest workers: CI has 2 cores; the suite took 22 minutes on one (2026-12-07)
 TEST_WORKERS ?= 2
 
-.PHONY: demo test test-fast lint zoo zoo-holdout zoo-holdout2 zoo-holdout3 zoo-holdout4 zoo-gangs bench bench-bound bench-budget bench-decisions bench-scale bench-carbon bench-service chaos install install-browser install-slurm install-acl screenshots clean
+.PHONY: demo test test-fast lint zoo zoo-holdout zoo-holdout2 zoo-holdout3 zoo-holdout4 zoo-holdout5 zoo-gangs bench bench-bound bench-budget bench-decisions bench-forecasts bench-scale bench-carbon bench-service chaos install install-browser install-slurm install-acl screenshots clean
 
 $(STAMP): pyproject.toml requirements.lock
 	@echo "== setting up $(VENV): ANDREAS, its service and test dependencies (a few minutes, once)"
@@ -110,6 +113,10 @@ zoo-holdout4: $(STAMP)
 	$(BIN)/python bench/zoo/run.py --families-file bench/zoo/holdout4.yaml --seeds 1,2,3 \
 		--out bench/zoo-holdout4.md
 
+zoo-holdout5: $(STAMP)
+	$(BIN)/python bench/zoo/run.py --families-file bench/zoo/holdout5.yaml --seeds 1,2,3 \
+		--out bench/zoo-holdout5.md
+
 zoo-gangs: $(STAMP)
 	$(BIN)/python bench/zoo/run.py --families-file bench/zoo/gangs.yaml --seeds 1,2,3 \
 		--out bench/zoo-gangs.md
@@ -136,6 +143,9 @@ bench-bound: $(STAMP)
 
 bench-decisions: $(STAMP)
 	$(BIN)/python bench/decision_bench.py --out bench/decisions.md
+
+bench-forecasts: $(STAMP)
+	$(BIN)/python bench/forecast_bench.py --out bench/forecasts.md
 
 bench-carbon: $(STAMP)
 	$(BIN)/python bench/carbon_demo.py --carbon-prices 0,100,400

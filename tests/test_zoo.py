@@ -15,7 +15,7 @@ spec.loader.exec_module(zoo)
 
 
 @pytest.mark.parametrize("recipes", ["families.yaml", "holdout.yaml", "holdout2.yaml",
-                                     "holdout3.yaml", "holdout4.yaml"])
+                                     "holdout3.yaml", "holdout4.yaml", "holdout5.yaml"])
 def test_every_family_builds(recipes):
     families = yaml.safe_load((ROOT / "bench/zoo" / recipes).read_text())["families"]
     assert len(families) >= 6  # issue 42: at least six families a hold-out

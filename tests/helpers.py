@@ -71,3 +71,34 @@ def placement(ctx, places: dict):
         changes[j] = (node, next(c for c in range(int(k.nc[j]))
                                  if k.cg[j, c] == gpus and k.ct[j, c] == k.node_type[node]))
     return Placement.waiting(len(ctx.job_ids)).moved_to(ctx, changes)
+
+
+def drawn_profiles(draw, types) -> dict:
+    """Two profiles, p0 and p1, for hypothesis: each runs on 1 GPU of the first type and on a
+    drawn subset of 1-4 GPUs of every type, 1-60 s per epoch (`draw` is a composite's)."""
+    from hypothesis import strategies as st
+
+    profiles = {}
+    for p in ("p0", "p1"):
+        configs = {(types[0], 1): float(draw(st.integers(1, 60)))}
+        for t in types:
+            for g in (1, 2, 3, 4):
+                if draw(st.booleans()):
+                    configs[(t, g)] = float(draw(st.integers(1, 60)))
+        profiles[p] = configs
+    return profiles
+
+
+def drawn_jobs(draw, most: int, last_submit: int, most_slack: int) -> list[Job]:
+    """1 to `most` jobs of p0 or p1 for hypothesis: submitted by `last_submit` s, due up to
+    `most_slack` s later, with drawn weights and epochs."""
+    from hypothesis import strategies as st
+
+    jobs = []
+    for i in range(draw(st.integers(1, most))):
+        submit = float(draw(st.integers(0, last_submit)))
+        jobs.append(job(f"j{i}", submit=submit, due=submit + draw(st.integers(0, most_slack)),
+                        weight=draw(st.sampled_from([0.0, 0.001, 0.01, 0.05])),
+                        epochs=draw(st.sampled_from([0.5, 1.0, 3.0, 7.25, 12.0])),
+                        profile=draw(st.sampled_from(["p0", "p1"]))))
+    return jobs

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from helpers import cluster, job, scenario
+from helpers import cluster, drawn_jobs, drawn_profiles, job, scenario
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -79,21 +79,8 @@ def cases(draw):
              for i in range(draw(st.integers(1, 4)))]
     power = {t: sorted(draw(st.lists(st.integers(50, 600), min_size=4, max_size=4)))
              for t in types}
-    profiles = {}
-    for p in ("p0", "p1"):
-        configs = {(types[0], 1): float(draw(st.integers(1, 60)))}
-        for t in types:
-            for g in (1, 2, 3, 4):
-                if draw(st.booleans()):
-                    configs[(t, g)] = float(draw(st.integers(1, 60)))
-        profiles[p] = configs
-    jobs = []
-    for i in range(draw(st.integers(1, 12))):
-        submit = float(draw(st.integers(0, 600)))
-        jobs.append(job(f"j{i}", submit=submit, due=submit + draw(st.integers(0, 900)),
-                        weight=draw(st.sampled_from([0.0, 0.001, 0.01, 0.05])),
-                        epochs=draw(st.sampled_from([0.5, 1.0, 3.0, 7.25, 12.0])),
-                        profile=draw(st.sampled_from(["p0", "p1"]))))
+    profiles = drawn_profiles(draw, types)
+    jobs = drawn_jobs(draw, 12, 600, 900)
     overhead = float(draw(st.sampled_from([0, 0, 7, 30])))
     cl = cluster(nodes, power, overhead=overhead)
     if draw(st.booleans()):  # nodes that stay powered when idle

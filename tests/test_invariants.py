@@ -4,7 +4,7 @@ import json
 from collections import defaultdict
 
 import pytest
-from helpers import cluster, job, policy_with, scenario
+from helpers import cluster, drawn_jobs, drawn_profiles, policy_with, scenario
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,21 +21,8 @@ def scenarios(draw):
     nodes = [(f"n{i}", types[i % len(types)], draw(st.integers(1, 4))) for i in range(n_nodes)]
     power = {t: sorted(draw(st.lists(st.integers(50, 600), min_size=4, max_size=4)))
              for t in types}
-    profiles = {}
-    for p in ("p0", "p1"):
-        configs = {("A", 1): float(draw(st.integers(1, 60)))}
-        for t in types:
-            for g in (1, 2, 3, 4):
-                if draw(st.booleans()):
-                    configs[(t, g)] = float(draw(st.integers(1, 60)))
-        profiles[p] = configs
-    jobs = []
-    for i in range(draw(st.integers(1, 7))):
-        submit = float(draw(st.integers(0, 400)))
-        jobs.append(job(f"j{i}", submit=submit, due=submit + draw(st.integers(0, 800)),
-                        weight=draw(st.sampled_from([0.0, 0.001, 0.01, 0.05])),
-                        epochs=draw(st.sampled_from([0.5, 1.0, 3.0, 7.25, 12.0])),
-                        profile=draw(st.sampled_from(["p0", "p1"]))))
+    profiles = drawn_profiles(draw, types)
+    jobs = drawn_jobs(draw, 7, 400, 800)
     overhead = float(draw(st.sampled_from([0, 0, 7])))
     cl = cluster(nodes, power, overhead=overhead)
     if draw(st.booleans()):  # nodes that stay powered when idle

@@ -41,7 +41,11 @@ class Service:
                  "--port", str(self.port),
                  *(["--database-url", self.database_url] if self.database_url else [])],
                 env=env, stdout=log, stderr=subprocess.STDOUT)
-        wait_for(self._up, timeout=60, what="the service to answer")
+        try:  # (a start loads the compiled kernels: over a minute on a machine loaded 2.5x)
+            wait_for(self._up, timeout=120, what="the service to answer")
+        except AssertionError:
+            self.stop()  # a failed start leaves no server behind
+            raise
 
     def why(self) -> str:
         """The jobs as the service sees them and the end of its log: what a failed wait

@@ -2,7 +2,7 @@
 every job from a snapshot on, a plan applied now, later decisions made by the plain greedy
 pass (`policies.greedy.follower`), played by `policies/search/rollout_kernel.py` instead of
 the Python simulator (`forecast.forecast`). The same cost to 1e-9
-(tests/test_compiled_forecast.py), in a fraction of the time: bench/decisions.md.
+(tests/test_compiled_forecast.py), in a fraction of the time: bench/forecasts.md.
 
 It covers what the zoo's checks mostly play: a flat energy price and no carbon series, jobs
 that may be paused, on one node each, at the GPUs' default power limit, with the power

@@ -64,11 +64,6 @@ def compiled_cost(snapshot: Snapshot, plan: Plan, policy: Policy,
             restart[i] = snapshot.restart_s(view, target, cluster.nodes[home[i]].gpu_type)
     params = policy.params  # type: ignore[attr-defined]
     s = params.search
-    draws = np.zeros((len(tables.type_names), 1 + max(tables.node_cap, default=0)))
-    for t, name in enumerate(tables.type_names):
-        kind = cluster.gpu_types[name]
-        for b in range(draws.shape[1]):
-            draws[t, b] = kind.power_w(b) if b <= len(kind.node_power_w) else 0.0
     wake = revisit_at(plan)
     total, status = rollout_kernel.play(
         pidx, np.array([0.0] * known + [j.submit_time - now for j in jobs[known:]]),
@@ -79,7 +74,8 @@ def compiled_cost(snapshot: Snapshot, plan: Plan, policy: Policy,
         np.array([v.started for v in snapshot.jobs] + [False] * (len(jobs) - known), np.bool_),
         home, home_g, restart, known, p_type, p_gpus, p_spe, p_watts, p_n,
         restart_overheads(p_restart, cluster.restart_overhead_s, params.choice.plan_restart_s),
-        tables.k_node_type, tables.k_node_cap, tables.k_power, draws,
+        tables.k_node_type, tables.k_node_cap, tables.k_power, tables.k_type_capacity,
+        tables.k_type_nodes, tables.k_type_start, tables.k_node_draw,
         float(cluster.eur_per_joule()), float(cluster.restart_overhead_s),
         float(max(cluster.restart_overhead_s, params.choice.plan_restart_s)),
         bool(snapshot.first_start_overhead), math.inf if wake is None else max(0.0, wake - now),

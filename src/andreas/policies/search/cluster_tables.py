@@ -98,7 +98,8 @@ class ProfileRows:
 class ClusterTables:
     """One cluster as the planning context and the kernel index it: GPU types and nodes by
     position, node draw above idle per type and busy GPUs, node groups per type, and the
-    kernel's arrays of the same (read-only, shared by every decision on the cluster)."""
+    kernel's arrays of the same (read-only, shared by every decision on the cluster), and
+    each node's whole draw by busy GPUs (`k_node_draw`, for the compiled forecasts)."""
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
@@ -134,6 +135,13 @@ class ClusterTables:
         self.k_type_capacity = readonly(np.array(self.type_capacity, np.int64))
         self.k_type_nodes = readonly(type_nodes)
         self.k_type_start = readonly(type_start.astype(np.int64))
+        # a node's whole draw (idle included) by busy GPUs, as the simulator charges it
+        draws = np.zeros((len(self.type_names), 1 + max(self.node_cap, default=0)))
+        for t, name in enumerate(self.type_names):
+            kind = cluster.gpu_types[name]
+            for b in range(min(draws.shape[1], len(kind.node_power_w) + 1)):
+                draws[t, b] = kind.power_w(b)
+        self.k_node_draw = readonly(draws)
 
     def profile_rows(self, profiles: Profiles) -> ProfileRows:
         """The rows of `profiles` on this cluster (kept for the last profiles object asked)."""

@@ -130,19 +130,17 @@ def atc_order(now, tmin, due, weight, submit, atc_k, list_sort):
 
 
 @njit(cache=True)
-def start_order(rule, now, tmin, due, weight, submit, atc_k, overload_share, list_sort):
-    """The deterministic pass's order (orderings.ordered): pressure, ATC, or adaptive (ATC
-    once `overload_share` of the jobs cannot meet their due date on their fastest run)."""
-    if rule == ORDER_ADAPTIVE:
-        m = tmin.shape[0]
-        hopeless = 0
-        for i in range(m):
-            if now + tmin[i] > due[i]:
-                hopeless += 1
-        rule = ORDER_ATC if m > 0 and hopeless >= overload_share * m else ORDER_PRESSURE
-    if rule == ORDER_ATC:
-        return atc_order(now, tmin, due, weight, submit, atc_k, list_sort)
-    return pressure_order(now, tmin, due, weight, submit, list_sort)
+def resolved_rule(rule, now, tmin, due, overload_share):
+    """The order `rule` stands for now: ORDER_PRESSURE or ORDER_ATC (the adaptive rule's
+    choice)."""
+    if rule != ORDER_ADAPTIVE:
+        return rule
+    m = tmin.shape[0]
+    hopeless = 0
+    for i in range(m):
+        if now + tmin[i] > due[i]:
+            hopeless += 1
+    return ORDER_ATC if m > 0 and hopeless >= overload_share * m else ORDER_PRESSURE
 
 
 @njit(cache=True)
@@ -157,9 +155,9 @@ def _spe(p, t, g, p_type, p_gpus, p_spe, p_n):
 @njit(cache=True)
 def play(pidx, submit, due, weight, epochs, started0, home0, home_g0, restart0, n_known,
          p_type, p_gpus, p_spe, p_watts, p_n, p_over, node_type, node_cap, power,
-         node_draw, eur, restart_s, plan_overhead, first_start_overhead, first_revisit,
-         steady, rule, use_lookahead, marginal, filled, wait_factor, atc_k, overload_share,
-         list_sort, eps):
+         k_type_capacity, k_type_nodes, k_type_start, node_draw, eur, restart_s,
+         plan_overhead, first_start_overhead, first_revisit, steady, rule, use_lookahead,
+         marginal, filled, wait_factor, atc_k, overload_share, list_sort, eps):
     """Every job's cost from now (time 0) on: energy (its share of its node's draw, at `eur`
     per joule) plus tardiness, summed in job order, and the status (OK; IDLE: jobs left
     waiting with nothing to wait for, where the simulator raises; UNSUPPORTED: a decision
@@ -169,8 +167,9 @@ def play(pidx, submit, due, weight, epochs, started0, home0, home_g0, restart0, 
     (`epochs` left, started or not, on `home0` with `home_g0` GPUs, -1: waiting, still to pay
     `restart0` s of restart), the rest arrive at `submit` (ascending). `p_*`: the profiles'
     rows on the whole cluster (cluster_tables.ProfileRows), `p_over` their restart overheads
-    as planned; `power[t, b - 1]`: a node of type t's draw above idle with b busy GPUs, and
-    `node_draw[t, b]` its whole draw. A (re)start pays `restart_s` (a first start too with
+    as planned; `power[t, b - 1]`: a node of type t's draw above idle with b busy GPUs,
+    `k_type_*` the cluster's nodes grouped by type (ClusterTables), and `node_draw[t, b]` a
+    node's whole draw. A (re)start pays `restart_s` (a first start too with
     `first_start_overhead`); the decisions plan with `plan_overhead`. `first_revisit`: when
     the plan in place asked to be revisited (inf: never). `steady`: the follower never stops
     a running job, and plans the waiting ones on the GPUs left free (`greedy.SteadyGreedy`,
@@ -202,7 +201,8 @@ def play(pidx, submit, due, weight, epochs, started0, home0, home_g0, restart0, 
     if n_active > 0 and _running(node) == 0 and revisit == np.inf:
         status = _decide(now, active, pidx, submit, due, weight, started, node, gpus, spe,
                          restart_end, todo, remaining, busy, p_type, p_gpus, p_spe, p_watts,
-                         p_n, p_over, node_type, node_cap, power, eur, restart_s,
+                         p_n, p_over, node_type, node_cap, power, k_type_capacity,
+                         k_type_nodes, k_type_start, eur, restart_s,
                          plan_overhead, first_start_overhead, steady, rule, use_lookahead,
                          marginal, filled, wait_factor, atc_k, overload_share, list_sort)
     arrived = n_known
@@ -239,7 +239,8 @@ def play(pidx, submit, due, weight, epochs, started0, home0, home_g0, restart0, 
         if n_active > 0:
             status = _decide(now, active, pidx, submit, due, weight, started, node, gpus, spe,
                              restart_end, todo, remaining, busy, p_type, p_gpus, p_spe,
-                             p_watts, p_n, p_over, node_type, node_cap, power, eur,
+                             p_watts, p_n, p_over, node_type, node_cap, power,
+                             k_type_capacity, k_type_nodes, k_type_start, eur,
                              restart_s, plan_overhead, first_start_overhead, steady, rule,
                              use_lookahead, marginal, filled, wait_factor, atc_k,
                              overload_share, list_sort)
@@ -314,8 +315,9 @@ def _hostable_rows(p_type, p_gpus, p_spe, p_watts, p_n, p_over, largest):
 @njit(cache=True)
 def _decide(now, active, pidx, submit, due, weight, started, node, gpus, spe, restart_end,
             todo, remaining, busy, p_type, p_gpus, p_spe, p_watts, p_n, p_over, node_type,
-            node_cap, power, eur, restart_s, plan_overhead, first_start_overhead, steady, rule,
-            use_lookahead, marginal, filled, wait_factor, atc_k, overload_share, list_sort):
+            node_cap, power, k_type_capacity, k_type_nodes, k_type_start, eur, restart_s,
+            plan_overhead, first_start_overhead, steady, rule, use_lookahead, marginal, filled,
+            wait_factor, atc_k, overload_share, list_sort):
     """One decision of the plain greedy pass (planning.PlanningContext, one deterministic
     pass and its post-processing), applied as the simulator applies a plan: a job kept where
     it runs goes on, a stopped one is closed, then the starts. `steady`: the waiting jobs
@@ -344,11 +346,12 @@ def _decide(now, active, pidx, submit, due, weight, started, node, gpus, spe, re
             largest[c_type[n]] = max(largest[c_type[n]], c_cap[n])
         r_type, r_gpus, r_spe, r_watts, r_n, r_over = _hostable_rows(
             p_type, p_gpus, p_spe, p_watts, p_n, p_over, largest)
+        type_capacity, type_nodes, type_start = _nodes_of(c_type, c_cap, T)
     else:
         nodes = np.arange(node_type.shape[0])
         c_type, c_cap = node_type, node_cap
         r_type, r_gpus, r_spe, r_watts, r_n, r_over = p_type, p_gpus, p_spe, p_watts, p_n, p_over
-    type_capacity, type_nodes, type_start = _nodes_of(c_type, c_cap, T)
+        type_capacity, type_nodes, type_start = k_type_capacity, k_type_nodes, k_type_start
     a_pidx = pidx[rows]
     a_due = due[rows]
     a_weight = weight[rows]
@@ -390,8 +393,9 @@ def _decide(now, active, pidx, submit, due, weight, started, node, gpus, spe, re
         x = (now + tmax[i]) - a_due[i]  # np.fmax(0, x): a job with no candidate owes 0
         wait_penalty[i] = wait_factor * (a_weight[i] * (x if x > 0.0 else 0.0))
     by_pressure, ok = pressure_order(now, tmin, a_due, a_weight, a_submit, list_sort)
-    first, ok_first = start_order(rule, now, tmin, a_due, a_weight, a_submit, atc_k,
-                                  overload_share, list_sort)
+    first, ok_first = by_pressure, ok  # the start order, sorted again only if it is ATC
+    if resolved_rule(rule, now, tmin, a_due, overload_share) == ORDER_ATC:
+        first, ok_first = atc_order(now, tmin, a_due, a_weight, a_submit, atc_k, list_sort)
     if not ok or not ok_first:
         return UNSUPPORTED
     rank = np.empty(m, np.int64)

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from helpers import cluster, job, scenario, snapshot
 
+from andreas.errors import AndreasError
 from andreas.policies import make_policy
 from andreas.policies.arrivals import ArrivalLog
 from andreas.policies.base import Assignment
@@ -12,6 +13,7 @@ from andreas.policies.greedy import follower
 from andreas.policies.steps.forward_check import (
     MAX_SAMPLED,
     Rule,
+    backlog_s,
     future_cost,
     keeps_cost,
     sample_arrivals,
@@ -269,8 +271,6 @@ def test_the_policy_stand_in_decides_as_one_pass_of_the_policy_with_unchecked_ho
 
 
 def test_check_options_are_checked():
-    from andreas.errors import AndreasError
-
     for bad in ({"check_samples": -1}, {"check_risk": -0.1}, {"check_follower": "oracle"},
                 {"check_reach": -1.0}, {"check_arrivals": -1}):
         with pytest.raises(AndreasError, match=next(iter(bad))):
@@ -334,3 +334,30 @@ def test_the_futures_reach_as_far_and_hold_as_many_arrivals_as_the_options_say()
     assert all(len(f) <= 2 for f in sampled_futures(snap, log, 4, 1, reach=3.0, most=2))
     rule = make_policy("andreas", check_reach=3.0, check_arrivals=100).params.check.rule()
     assert (rule.reach, rule.most, rule.samples, rule.risk) == (3.0, 100, 1, None)
+
+
+def test_the_backlog_by_hand_and_futures_that_reach_past_it():
+    """Five jobs of 30 epochs, due at 300 s, seen at 400 s: the due dates are past, so a
+    future cut at the last one holds no arrival. Their work on the configuration of fewest
+    GPU-seconds (1 GPU, 10 s an epoch: 10 GPU-s, against 2 x 6 = 12) is 5 x 30 x 10 =
+    1,500 GPU-s, 750 s on the node's 2 GPUs; with drain 2 the futures reach 1,500 s."""
+    jobs = [job(f"j{i}", submit=50.0 * i, due=300.0, epochs=30.0) for i in range(5)]
+    snap = snapshot(scenario(CL, PROFILES, jobs), now=400.0)
+    assert backlog_s(snap) == pytest.approx(750.0)
+    log = ArrivalLog()
+    log.observe(snap)  # one arrival per 50 s
+    assert all(f == () for f in sampled_futures(snap, log, 4, 1))
+    reached = sampled_futures(snap, log, 4, 1, most=100, drain=2.0)
+    assert all(400.0 < j.submit_time <= 1900.0 for f in reached for j in f)
+    assert any(j.submit_time > 1500.0 for f in reached for j in f)
+    assert max(len(f) for f in reached) > MAX_SAMPLED  # up to 100 arrivals
+    half_done = snapshot(scenario(CL, PROFILES, jobs), now=400.0,
+                         remaining={f"j{i}": 15.0 for i in range(5)})
+    assert backlog_s(half_done) == pytest.approx(375.0)
+
+
+def test_the_rollouts_futures_are_the_options():
+    options = make_policy("andreas", rollout_drain=3.0, rollout_arrivals=150).params.rollouts
+    assert (options.rollout_drain, options.rollout_arrivals) == (3.0, 150)
+    with pytest.raises(AndreasError, match="rollout_drain"):
+        make_policy("andreas", rollout_drain=-1.0)

@@ -111,6 +111,72 @@ def test_the_policy_keeps_running_jobs_its_search_would_pause_at_a_loss():
             < future_cost(with_samples, moved, futures, follower))
 
 
+def test_the_rollouts_sample_the_futures_their_options_ask_for(monkeypatch):
+    """The case above: the futures reach the backlog's time x `rollout_drain` with at most
+    `rollout_arrivals` arrivals each (forward_check.sampled_futures, tested there); by
+    default to the last due date in view, with up to 20."""
+    import andreas.policies.rollouts as rollouts_module
+
+    asked = []
+
+    def sampled(snapshot, history, samples, seed, reach=1.0, most=20, drain=0.0):
+        asked.append((samples, reach, most, drain))
+        return []
+
+    monkeypatch.setattr(rollouts_module, "sampled_futures", sampled)
+    snap, sc = _two_nearly_done()
+    for options in ({}, {"rollout_drain": 2.5, "rollout_arrivals": 70}):
+        policy = make_policy("andreas", restart_rollouts=3, rollout_min_late=0.0, **options)
+        policy.arrivals.observe(snapshot(sc, now=0.0))
+        policy.decide(snap)
+    assert asked == [(3, 1.0, 20, 0.0), (3, 1.0, 70, 2.5)]  # andreas's defaults, then these
+
+
+def test_futures_as_long_as_the_backlog_refuse_a_pause_short_ones_approve():
+    """Six jobs on 2 x 2 GPUs with 300 s restarts, j0 and j1 running at 300 s (found by a
+    search over this family). The last due date in view is 297 s away; the backlog's time is
+    139.5 s (558 GPU-s of work, each job on one F GPU, over 4 GPUs), so 3x that reaches
+    418.5 s. Cut at the due dates, the futures hold fewer arrivals and the pause of j1 costs
+    no more in any of them, so it is made; played to 418.5 s with up to 200 arrivals,
+    keeping both running jobs costs less in every future, and both stay."""
+    from andreas.policies.steps.forward_check import backlog_s, sampled_futures, with_profiles_of
+
+    snap, sc = _six_jobs(16)
+    decisions, futures = [], []
+    for drain in (0.0, 3.0):
+        policy = make_policy("andreas", restart_rollouts=16, rollout_min_late=0.0,
+                             rollout_risk=0.0, rollout_drain=drain, rollout_arrivals=200)
+        policy.arrivals.observe(snapshot(sc, now=0.0))
+        decisions.append(policy.decide(snap))
+        futures.append(sampled_futures(snap, policy.arrivals, 16, 1, most=200, drain=drain))
+    short, long = decisions
+    assert "j1" not in short and short["j0"] == Assignment("s", 1)  # j1 paused
+    assert long["j0"] == Assignment("s", 1) and long["j1"] == Assignment("f", 1)
+    assert max(v.job.due_date for v in snap.jobs) - snap.time == pytest.approx(297.0)
+    assert backlog_s(snap) == pytest.approx(139.5)
+    assert max(len(f) for f in futures[1]) > max(len(f) for f in futures[0])
+    samples = with_profiles_of(snap, policy.arrivals, futures[1])
+    for future in futures[1]:
+        assert (future_cost(samples, long, [future], steady_follower)
+                < future_cost(samples, short, [future], follower))
+
+
+def _six_jobs(k):
+    """Two jobs running at 300 s (j0 on s, j1 on f) and four arrivals, on 2 x 2 GPUs with
+    300 s restarts: the snapshot and its scenario."""
+    cl = cluster([("s", "S", 2), ("f", "F", 2)], {"S": [100, 180], "F": [200, 380]},
+                 overhead=300.0)
+    profiles = {"p": {("S", 1): 10.0, ("S", 2): 6.0, ("F", 1): 5.0, ("F", 2): 3.0},
+                "q": {("S", 1): 20.0, ("S", 2): 11.0, ("F", 1): 8.0, ("F", 2): 5.0}}
+    jobs = [job(f"j{i}", submit=0.0 if i < 2 else 50.0 * i,
+                due=50.0 * i + 100 + ((k * 37 + i * 91) % 400), weight=0.001 * (1 + (k + i) % 5),
+                epochs=5 + (k * i) % 30, profile="pq"[(i + k) % 2]) for i in range(6)]
+    sc = scenario(cl, profiles, jobs)
+    snap = snapshot(sc, now=300.0, running={"j0": ("s", 1), "j1": ("f", 1)},
+                    remaining={"j0": 4.0 + k % 7, "j1": 3.0 + k % 11})
+    return snap, sc
+
+
 def _two_nearly_done():
     """Two jobs nearly done (j0, j1) running at 200 s and three arrivals, on 2 x 2 GPUs with
     300 s restarts: the snapshot and its scenario."""

@@ -14,9 +14,10 @@ powered nodes, hold jobs back, defer them for cheaper hours and cap their GPUs' 
 
 A policy here is a search plus steps, as options (`GreedyParams`): the search's
 (`SearchOptions`), the effort it may spend (`EffortOptions`), the choice among its plans
-(`ChoiceOptions`), the pipeline's and each step's own (`wait.share`). `andreas-paper` is the
-search with the paper's options and no step; `greedy` is one pass, and takes no option of the
-randomised passes. The passes themselves are compiled, in one implementation
+(`ChoiceOptions`), the rollouts that may overrule it (`rollouts.RolloutOptions`), the
+pipeline's and each step's own (`wait.share`), and the forward checks' (`CheckOptions`).
+`andreas-paper` is the search with the paper's options and no step; `greedy` is one pass, and
+takes no option of the randomised passes. The passes themselves are compiled, in one implementation
 (`search/kernel.py`, called through `search/passes.py`); this module chooses among their
 plans.
 """
@@ -40,7 +41,7 @@ from .decision import Decision, Reason
 from .options import OptionSpec, at_least, dataclass_options, option
 from .pinning import without_pinned
 from .registry import register
-from .rollouts import cheapest, stops_restarting_job
+from .rollouts import RolloutOptions, cheapest, stops_restarting_job
 from .search import orderings, passes
 from .search.options import EffortOptions, SearchOptions
 from .search.orderings import pressure_ranks
@@ -71,51 +72,28 @@ class ChoiceOptions:
         DEFAULT_MAX_LOAD, "resize the chosen plan (resizing.py) only while no job waits and "
         "the offered load is below this; 0 = never")
     plan_restart_s: float = option(0.0, "plan as if each restart lost at least this long (s)")
-    restart_rollouts: int = option(
-        0, "when the decision stops a running job that pays a restart, play it forward "
-        "against the same policy's decision that stops none, on this many sampled futures "
-        "(the same for both), and keep the cheaper (rollouts.py); 0 = off; not with a "
-        "pass_budget")
-    rollout_risk: float | None = option(
-        None, "with restart_rollouts: the decision that keeps running jobs replaces the "
-        "policy's only if in no sampled future it costs more than (1 + this) x the "
-        "policy's there; off: on the mean alone")
-    rollout_min_late: float = option(
-        0.0, "with restart_rollouts: play the rollouts only when at least this share of the "
-        "jobs in view cannot meet their due date even started now on their fastest "
-        "configuration (0: always; 0.25: the adaptive order's overload)")
-    guard_rollouts: int = option(
-        0, "when the slack guard refuses the search's plan, play it and the deterministic "
-        "pass's forward on this many sampled futures (the same for both) and take it after "
-        "all if its mean cost is at least guard_margin lower; 0 = the guard's word is final; "
-        "not with a pass_budget")
-    guard_margin: float = option(
-        0.01, "with guard_rollouts: the share by which the refused plan must be cheaper "
-        "played forward")
 
     def __post_init__(self) -> None:
         at_least("slack_guard", self.slack_guard, 0.0, off=True)
-        at_least("rollout_risk", self.rollout_risk, 0.0, off=True)
-        at_least("restart_rollouts", self.restart_rollouts, 0)
-        at_least("guard_rollouts", self.guard_rollouts, 0)
-        at_least("guard_margin", self.guard_margin, 0.0)
         at_least("resize_max_load", self.resize_max_load, 0.0)
         at_least("plan_restart_s", self.plan_restart_s, 0.0)
-        at_least("rollout_min_late", self.rollout_min_late, 0.0)
 
 
-OPTION_GROUPS = (SearchOptions, EffortOptions, ChoiceOptions, PipelineOptions, CheckOptions)
+OPTION_GROUPS = (SearchOptions, EffortOptions, ChoiceOptions, RolloutOptions, PipelineOptions,
+                 CheckOptions)
 
 
 @dataclass(frozen=True)
 class GreedyParams:
     """A policy of the ANDREAS family, as options: the search's, the effort it may spend, the
-    choice among its plans, the pipeline of steps, and the steps' own (`<step>.<field>`)."""
+    choice among its plans, the rollouts that may overrule that choice, the pipeline of
+    steps, the steps' own (`<step>.<field>`) and the forward checks'."""
 
     seed: int = option(1, "seed of the random draws (with the decision time)")
     search: SearchOptions = field(default_factory=SearchOptions)
     effort: EffortOptions = field(default_factory=EffortOptions)
     choice: ChoiceOptions = field(default_factory=ChoiceOptions)
+    rollouts: RolloutOptions = field(default_factory=RolloutOptions)
     pipeline: PipelineOptions = field(default_factory=PipelineOptions)
     step_options: Mapping[str, Any] = field(default_factory=dict)
     check: CheckOptions = field(default_factory=CheckOptions)
@@ -136,9 +114,10 @@ class GreedyParams:
                 if "." not in key:
                     raise AndreasError(f"unknown option {key!r}")
                 steps[key] = value
-        search, effort, choice, pipeline, check = (g(**kw) for g, kw in zip(OPTION_GROUPS,
-                                                                             groups))
-        params = cls(seed, search, effort, choice, pipeline, steps, check)
+        search, effort, choice, rollouts, pipeline, check = (
+            g(**kw) for g, kw in zip(OPTION_GROUPS, groups))
+        params = cls(seed=seed, search=search, effort=effort, choice=choice, rollouts=rollouts,
+                     pipeline=pipeline, step_options=steps, check=check)
         params.steps()  # the steps' options checked now, not at the first decision
         return params
 
@@ -203,13 +182,14 @@ class RandomizedGreedy:
         p = self.params
         deadline = Deadline.after_ms(p.effort.decision_budget_ms)
         decision = self.decision(snapshot, deadline)
-        if (p.choice.restart_rollouts and not p.effort.pass_budget and not deadline.passed()
+        r = p.rollouts
+        if (r.restart_rollouts and not p.effort.pass_budget and not deadline.passed()
                 and stops_restarting_job(snapshot, decision)
-                and hopeless_share(snapshot) >= p.choice.rollout_min_late):
+                and hopeless_share(snapshot) >= r.rollout_min_late):
             kept = self.decision_keeping_running(snapshot, deadline)
             pick = cheapest(snapshot, ((decision, follower), (kept, steady_follower)),
-                                     self.arrivals, p.choice.restart_rollouts, p.seed, deadline,
-                                     p.choice.rollout_risk)
+                            self.arrivals, r.restart_rollouts, p.seed, deadline,
+                            r.rollout_risk, r.rollout_drain, r.rollout_arrivals)
             decision = (decision, kept)[pick]
         return decision
 
@@ -283,13 +263,13 @@ class RandomizedGreedy:
         see what later arrivals make of it. The burden of proof is on the refused plan (by
         the margin); a deadline passed leaves the guard's word."""
         p = self.params
-        samples = p.choice.guard_rollouts
+        samples = p.rollouts.guard_rollouts
         return (samples > 0 and not p.effort.pass_budget and not deadline.passed()
                 and dict(refused) != dict(first)
                 and keeps_cost(snapshot, first, refused, self.arrivals,
                                check_follower(p, self.arrivals), p.seed, deadline,
                                p.check.rule(samples=samples, risk=None,
-                                            margin=p.choice.guard_margin)))
+                                            margin=p.rollouts.guard_margin)))
 
     def refine(self, snapshot: Snapshot, ctx: PlanningContext, placed: Placement,
                deadline: Deadline = NO_DEADLINE) -> Decision:
@@ -525,7 +505,8 @@ def policy_follower(params: GreedyParams, arrivals: ArrivalLog) -> Callable[[], 
     stand_in = dataclasses.replace(
         params, search=dataclasses.replace(params.search, max_iterations=1),
         effort=dataclasses.replace(params.effort, decision_budget_ms=0.0),
-        choice=dataclasses.replace(params.choice, resize_max_load=0.0, restart_rollouts=0),
+        choice=dataclasses.replace(params.choice, resize_max_load=0.0),
+        rollouts=dataclasses.replace(params.rollouts, restart_rollouts=0),
         check=CheckOptions(check_samples=0))
 
     def make() -> Policy:  # (called inside the check, before the policy's log changes again)
@@ -575,7 +556,9 @@ ANDREAS_DEFAULTS = {"restart_rollouts": 16, "rollout_risk": 0.0, "rollout_min_la
 quarter of the jobs in view hopeless) a decision that pays a restart is played forward on 16
 sampled futures against keeping every running job, and kept only if it loses no future
 (bench/rollout-gate-16.md: at 16 futures no zoo or hold-out instance cost more at three
-seeds; at 4, one cost 1.68x)."""
+seeds; at 4, one cost 1.68x). Their futures end at the last due date in view: reaching twice
+the backlog's time (`rollout_drain=2`) saved 6-7 % on the restart-heavy hold-outs but cost
+10 % on `h-philly-small` and 2.3 % on `philly-windows` (bench/rollout-drain.md)."""
 
 
 def andreas_specs() -> dict[str, OptionSpec]:

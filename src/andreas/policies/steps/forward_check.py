@@ -185,14 +185,37 @@ def within_risk(costs: Sequence[float], reference: Sequence[float], risk: float 
 
 
 def sampled_futures(snapshot: Snapshot, history: ArrivalLog, samples: int, seed: int,
-                    reach: float = 1.0, most: int = MAX_SAMPLED) -> list[tuple[Job, ...]]:
+                    reach: float = 1.0, most: int = MAX_SAMPLED,
+                    drain: float = 0.0) -> list[tuple[Job, ...]]:
     """`samples` futures of at most `most` arrivals up to `reach` x the time to the last known
-    due date, seeded by the policy seed and the decision time (a decision depends on its
-    snapshot alone): the forward check's and the rollouts' (rollouts.py)."""
+    due date, or `drain` x the backlog's time (`backlog_s`) if that is longer, seeded by the
+    policy seed and the decision time (a decision depends on its snapshot alone): the forward
+    check's and the rollouts' (rollouts.py)."""
     horizon = reach * (max((v.job.due_date for v in snapshot.jobs), default=snapshot.time)
                        - snapshot.time)
+    if drain > 0:
+        horizon = max(horizon, drain * backlog_s(snapshot))
     rng = np.random.default_rng([seed, int(round(snapshot.time * 1000.0)) % (2 ** 63)])
     return [sample_arrivals(snapshot, history, horizon, rng, most) for _ in range(samples)]
+
+
+def backlog_s(snapshot: Snapshot) -> float:
+    """Seconds the cluster's GPUs, all busy, take to run the work left of every job in view,
+    each on its configuration of fewest GPU-seconds (a gang's included): a lower bound on
+    when the queue in view clears. Past capacity the due dates in view are near or past, so a
+    future cut at the last one ends before what a decision changes (a restart paid, a job
+    started first) has played out; the backlog's time is how long it lasts."""
+    gpus = sum(node.gpus for node in snapshot.cluster.nodes)
+    if gpus <= 0:
+        return 0.0
+    work = 0.0
+    for view in snapshot.jobs:
+        profile, profiles = view.job.profile, snapshot.profiles
+        costs = [spe * g for (_, g), spe in profiles.table.get(profile, {}).items()]
+        costs += [spe * g * n for (_, g, n), spe in profiles.gangs.get(profile, {}).items()]
+        if costs:
+            work += view.remaining_epochs * min(costs)
+    return work / gpus
 
 
 def _keeps_cost(snapshot: Snapshot, before: Plan, after: Plan, history: ArrivalLog,

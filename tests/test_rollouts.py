@@ -162,34 +162,29 @@ def test_futures_as_long_as_the_backlog_refuse_a_pause_short_ones_approve():
 
 
 def _six_jobs(k):
-    """Two jobs running at 300 s (j0 on s, j1 on f) and four arrivals, on 2 x 2 GPUs with
-    300 s restarts: the snapshot and its scenario."""
-    cl = cluster([("s", "S", 2), ("f", "F", 2)], {"S": [100, 180], "F": [200, 380]},
-                 overhead=300.0)
-    profiles = {"p": {("S", 1): 10.0, ("S", 2): 6.0, ("F", 1): 5.0, ("F", 2): 3.0},
-                "q": {("S", 1): 20.0, ("S", 2): 11.0, ("F", 1): 8.0, ("F", 2): 5.0}}
-    jobs = [job(f"j{i}", submit=0.0 if i < 2 else 50.0 * i,
-                due=50.0 * i + 100 + ((k * 37 + i * 91) % 400), weight=0.001 * (1 + (k + i) % 5),
-                epochs=5 + (k * i) % 30, profile="pq"[(i + k) % 2]) for i in range(6)]
-    sc = scenario(cl, profiles, jobs)
-    snap = snapshot(sc, now=300.0, running={"j0": ("s", 1), "j1": ("f", 1)},
-                    remaining={"j0": 4.0 + k % 7, "j1": 3.0 + k % 11})
-    return snap, sc
+    """Two jobs running at 300 s (j0 on s, j1 on f) and four arrivals: `_two_running`."""
+    return _two_running(k, jobs=6, now=300.0, due_spread=400)
 
 
 def _two_nearly_done():
-    """Two jobs nearly done (j0, j1) running at 200 s and three arrivals, on 2 x 2 GPUs with
-    300 s restarts: the snapshot and its scenario."""
+    """Two jobs nearly done (j0, j1) running at 200 s and three arrivals: `_two_running`."""
+    return _two_running(17, jobs=5, now=200.0, due_spread=900)
+
+
+def _two_running(k, jobs, now, due_spread):
+    """`jobs` jobs on 2 x 2 GPUs with 300 s restarts, drawn by `k`, j0 and j1 submitted at 0
+    and running at `now` (j0 on s, j1 on f), the others arriving every 50 s: the snapshot
+    and its scenario."""
     cl = cluster([("s", "S", 2), ("f", "F", 2)], {"S": [100, 180], "F": [200, 380]},
                  overhead=300.0)
     profiles = {"p": {("S", 1): 10.0, ("S", 2): 6.0, ("F", 1): 5.0, ("F", 2): 3.0},
                 "q": {("S", 1): 20.0, ("S", 2): 11.0, ("F", 1): 8.0, ("F", 2): 5.0}}
-    k = 17
-    jobs = [job(f"j{i}", submit=0.0 if i < 2 else 50.0 * i,
-                due=50.0 * i + 100 + ((k * 37 + i * 91) % 900), weight=0.001 * (1 + (k + i) % 5),
-                epochs=5 + (k * i) % 30, profile="pq"[(i + k) % 2]) for i in range(5)]
-    sc = scenario(cl, profiles, jobs)
-    snap = snapshot(sc, now=200.0, running={"j0": ("s", 1), "j1": ("f", 1)},
+    drawn = [job(f"j{i}", submit=0.0 if i < 2 else 50.0 * i,
+                 due=50.0 * i + 100 + ((k * 37 + i * 91) % due_spread),
+                 weight=0.001 * (1 + (k + i) % 5), epochs=5 + (k * i) % 30,
+                 profile="pq"[(i + k) % 2]) for i in range(jobs)]
+    sc = scenario(cl, profiles, drawn)
+    snap = snapshot(sc, now=now, running={"j0": ("s", 1), "j1": ("f", 1)},
                     remaining={"j0": 4.0 + k % 7, "j1": 3.0 + k % 11})
     return snap, sc
 

@@ -1,5 +1,7 @@
 """The forward check: a hold survives only if, played forward, it costs no more."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from helpers import cluster, job, scenario, snapshot
@@ -354,6 +356,11 @@ def test_the_backlog_by_hand_and_futures_that_reach_past_it():
     half_done = snapshot(scenario(CL, PROFILES, jobs), now=400.0,
                          remaining={f"j{i}": 15.0 for i in range(5)})
     assert backlog_s(half_done) == pytest.approx(375.0)
+    # a gang's rows count too: 2 nodes x 2 GPUs at 4 s an epoch is 16 GPU-s an epoch, more
+    # than one GPU's 10: unchanged; at 2 s (8 GPU-s) it is the fewest, 5 x 30 x 8 / 2 = 600 s
+    for spe, expected in ((4.0, 750.0), (2.0, 600.0)):
+        gangs = dataclasses.replace(snap.profiles, gangs={"p": {("T", 2, 2): spe}})
+        assert backlog_s(dataclasses.replace(snap, profiles=gangs)) == pytest.approx(expected)
 
 
 def test_the_rollouts_futures_are_the_options():

@@ -295,7 +295,8 @@ def test_the_service_reports_emissions_at_the_grids_intensity(tmp_path):
                for _ in range(2)]
         wait_for(lambda: all(j["state"] == "completed"
                              for j in client.get("/jobs", headers=admin).json()),
-                 timeout=90, what="both jobs to complete")
+                 timeout=180, what=lambda: "both jobs to complete; their states: " + ", ".join(
+                     j["state"] for j in client.get("/jobs", headers=admin).json()))
         jobs = [client.get(f"/jobs/{j}", headers=admin).json() for j in ids]
         for job in jobs:
             measured = job["measured"]
@@ -650,7 +651,8 @@ def test_the_service_runs_under_an_hourly_price(tmp_path):
     with TestClient(create_app(config, admin_token="admin-secret")) as client:
         job = client.post("/jobs", headers=admin, json=train_job(4)).json()["id"]
         wait_for(lambda: client.get(f"/jobs/{job}", headers=admin).json()["state"]
-                 == "completed", timeout=90, what="the job to complete")
+                 == "completed", timeout=180, what=lambda: "the job to complete; it is "
+                 + client.get(f"/jobs/{job}", headers=admin).json()["state"])
         measured = client.get(f"/jobs/{job}", headers=admin).json()["measured"]
         assert measured["energy_cost"] > 0
         kwh = client.get("/metrics", headers=admin).text

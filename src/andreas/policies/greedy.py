@@ -17,9 +17,9 @@ A policy here is a search plus steps, as options (`GreedyParams`): the search's
 (`ChoiceOptions`), the rollouts that may overrule it (`rollouts.RolloutOptions`), the
 pipeline's and each step's own (`wait.share`), and the forward checks' (`CheckOptions`).
 `andreas-paper` is the search with the paper's options and no step; `greedy` is one pass, and
-takes no option of the randomised passes. The passes themselves are compiled, in one implementation
-(`search/kernel.py`, called through `search/passes.py`); this module chooses among their
-plans.
+takes no option of the randomised passes. The passes themselves are compiled, in one
+implementation (`search/kernel.py`, called through `search/passes.py`); this module chooses
+among their plans.
 """
 
 from __future__ import annotations

@@ -376,6 +376,13 @@ class Profiles:
         return ([(t, g, 1) for t, g in self.table.get(profile, {})]
                 + list(self.gangs.get(profile, {})))
 
+    def gpu_seconds_per_epoch(self, profile: str) -> list[float]:
+        """GPU-seconds an epoch of `profile` takes in each configuration it may run in (its
+        one-node ones, then its gangs): the work a job asks of the cluster, whatever the
+        plan (the offered load, the backlog of the forward checks' futures)."""
+        return ([g * spe for (_, g), spe in self.table.get(profile, {}).items()]
+                + [g * n * spe for (_, g, n), spe in self.gangs.get(profile, {}).items()])
+
     def restart_s(self, profile: str, config: Config | GangConfig, default: float) -> float:
         """How long a restart of `profile` on `config` takes: its measured start-up where
         the profile gives one, else `default` (the cluster's `restart_overhead_s`)."""

@@ -48,9 +48,7 @@ class ArrivalLog:
 
     def _add(self, snapshot: Snapshot, view: JobView) -> None:
         configs = snapshot.profiles.configs(view.job.profile)
-        gangs = snapshot.profiles.gangs.get(view.job.profile, {})
-        work = view.job.epochs * min([g * spe for (_, g), spe in configs.items()]
-                                     + [g * n * spe for (_, g, n), spe in gangs.items()])
+        work = view.job.epochs * min(snapshot.profiles.gpu_seconds_per_epoch(view.job.profile))
         self.seen[view.job_id] = (view.job.submit_time, work)
         if not configs:  # a gang alone: its load counts; sampled arrivals run on one node
             return

@@ -210,9 +210,7 @@ def backlog_s(snapshot: Snapshot) -> float:
         return 0.0
     work = 0.0
     for view in snapshot.jobs:
-        profile, profiles = view.job.profile, snapshot.profiles
-        costs = [spe * g for (_, g), spe in profiles.table.get(profile, {}).items()]
-        costs += [spe * g * n for (_, g, n), spe in profiles.gangs.get(profile, {}).items()]
+        costs = snapshot.profiles.gpu_seconds_per_epoch(view.job.profile)
         if costs:
             work += view.remaining_epochs * min(costs)
     return work / gpus
